@@ -1,0 +1,26 @@
+"""The small public API: compose the app's config and build the env from notebooks and tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from navexp.config import register_configs
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
+    """Compose the same config ``python -m navexp.train`` uses, with Hydra-style overrides."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def make_env(cfg: DictConfig):
+    """Build the NavEnv of a composed config."""
+    from navexp.env import NavEnv  # imported here: composing a config needs no simulator
+
+    return NavEnv(cfg)

@@ -1,0 +1,315 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore as ``base_<group>``.
+
+Every YAML variant in ``configs/<group>/`` starts with ``defaults: [base_<group>, _self_]``, so a
+misspelled key fails at compose time. Cross-field checks that a schema cannot express live in
+``validate_env_cfg`` and run before any simulation is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class RoomCfg:
+    size_x_m: float = 8.0
+    """Inner length of the room along x (wall face to wall face)."""
+    size_y_m: float = 8.0
+    """Inner length of the room along y."""
+    wall_thickness_m: float = 0.1
+    wall_height_m: float = 1.0
+
+
+@dataclass
+class ObstaclesCfg:
+    cylinder_slots: int = 8
+    """Cylinder obstacles compiled into the model; unused ones are parked below the floor."""
+    box_slots: int = 4
+    """Box obstacles compiled into the model (random yaw per episode)."""
+    cylinder_count: list[int] = field(default_factory=lambda: [2, 5])
+    """[min, max] cylinders placed per episode (inclusive), max <= cylinder_slots."""
+    box_count: list[int] = field(default_factory=lambda: [1, 3])
+    """[min, max] boxes placed per episode (inclusive), max <= box_slots."""
+    cylinder_radius_m: list[float] = field(default_factory=lambda: [0.15, 0.45])
+    """[min, max] cylinder radius."""
+    box_half_size_m: list[float] = field(default_factory=lambda: [0.15, 0.5])
+    """[min, max] half-extent of a box side (each side drawn independently)."""
+    height_m: float = 1.0
+    wall_margin_m: float = 0.0
+    """Obstacle centres keep at least this distance from the wall faces."""
+
+
+@dataclass
+class RobotCfg:
+    radius_m: float = 0.2
+    """Collision radius (a sphere proxy at the LiDAR height: exact for the planar task)."""
+    half_height_m: float = 0.15
+    """Half-height of the reference cylinder body; the sphere centre and the LiDAR sit at this z."""
+    mass_kg: float = 1.0
+    max_lin_vel_mps: float = 1.5
+    """Velocity servo ctrlrange for vx and vy (action 1.0 maps to this)."""
+    max_ang_vel_radps: float = 2.0
+    """Velocity servo ctrlrange for wz."""
+    lin_kv: float = 100.0
+    ang_kv: float = 2.0
+    lin_force_limit_n: float = 200.0
+    ang_torque_limit_nm: float = 20.0
+
+
+@dataclass
+class LidarCfg:
+    num_beams: int = 72
+    fov_deg: float = 360.0
+    """Beams are spread evenly over the field of view, centred on the body x axis."""
+    max_range_m: float = 6.0
+    """Misses and hits beyond this read max_range_m."""
+    range_noise_std_m: float = 0.01
+    """Gaussian noise on the policy's scan (the privileged clean scan has none)."""
+
+
+@dataclass
+class SimCfg:
+    timestep_s: float = 0.02
+    decimation: int = 5
+    """Physics steps per control step: control period = timestep_s * decimation."""
+    nconmax_per_world: int = 8
+    """Contact buffer per world (only robot-vs-obstacle pairs collide)."""
+    njmax_per_world: int = 32
+    """Constraint rows per world."""
+    cuda_graph: bool = True
+    """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
+
+
+@dataclass
+class EnvCfg:
+    num_envs: int = 64
+    """Parallel worlds (mujoco_warp nworld)."""
+    device: str = "auto"
+    """auto | cpu | cuda | cuda:N. auto picks cuda:0 when CUDA is present, else cpu."""
+    room: RoomCfg = field(default_factory=RoomCfg)
+    obstacles: ObstaclesCfg = field(default_factory=ObstaclesCfg)
+    robot: RobotCfg = field(default_factory=RobotCfg)
+    lidar: LidarCfg = field(default_factory=LidarCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
+    episode_length_s: float = 25.0
+    goal_radius_m: float = 0.3
+    min_start_goal_dist_m: float = 2.0
+    spawn_clearance_m: float = 0.15
+    """Free space required around the robot's surface and around the goal at spawn."""
+    position_window: int = 25
+    """Control steps of position history kept (reward terms such as stuck read it)."""
+    auto_reset: bool = True
+    """Reset finished worlds inside step (training). False: hold them until reset() (evaluation)."""
+    scenarios: str | None = None
+    """Fixed-layout YAML (path, or a name in configs/scenarios/); worlds cycle through its entries."""
+    layout_seed_offset: int = 0
+    """Added to the seed for layout sampling; evaluation uses a separate, held-out offset."""
+    check_finite: bool = True
+    """Stop with the offending worlds named when state, observations or rewards turn NaN/inf."""
+
+
+@dataclass
+class ObsTermCfg:
+    enabled: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ObsCfg:
+    terms: dict[str, ObsTermCfg] = field(default_factory=dict)
+    """Term name -> enabled/params. The group a term joins follows from its registered provenance."""
+    privileged_enabled: bool = False
+    """Critic reads [policy, privileged]; the actor always reads policy only."""
+    history_length: int = 1
+    """Frames stacked per group (1 = current frame only)."""
+
+
+@dataclass
+class RewardTermCfg:
+    weight: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RewardCfg:
+    terms: dict[str, RewardTermCfg] = field(default_factory=dict)
+    """Term name -> weight/params; a weight of 0 skips the term."""
+
+
+@dataclass
+class PpoCfg:
+    """rsl_rl PPO + MLPModel settings under short keys (turned into a fresh rsl_rl dict)."""
+
+    num_steps_per_env: int = 32
+    max_iterations: int = 300
+    save_interval: int = 50
+    learning_rate: float = 3.0e-4
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4
+    clip_param: float = 0.2
+    desired_kl: float = 0.01
+    schedule: str = "adaptive"
+    gamma: float = 0.99
+    lam: float = 0.95
+    value_loss_coef: float = 1.0
+    entropy_coef: float = 0.005
+    max_grad_norm: float = 1.0
+    use_clipped_value_loss: bool = True
+    normalize_advantage_per_mini_batch: bool = False
+    hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
+    activation: str = "elu"
+    obs_normalization: bool = True
+    init_std: float = 1.0
+    std_type: str = "scalar"
+    init_at_random_ep_len: bool = True
+
+
+@dataclass
+class LoggerCfg:
+    type: str = "tensorboard"
+    """tensorboard | wandb (wandb also writes TensorBoard events)."""
+    project: str = "navexp"
+    entity: str | None = None
+    group: str | None = None
+    """W&B group; defaults to the sweep or experiment name."""
+    name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    mode: str = "offline"
+    """W&B mode: offline (default, sync later with `wandb sync`) | online | disabled."""
+
+
+@dataclass
+class EvalCfg:
+    num_episodes: int = 200
+    num_envs: int = 0
+    """Worlds used for evaluation; 0 = min(num_episodes, env.num_envs)."""
+    layout_seed_offset: int = 1_000_003
+    """Held-out layouts: training never uses this offset."""
+    enabled: bool = True
+
+
+@dataclass
+class ExperimentCfg:
+    env: EnvCfg = field(default_factory=EnvCfg)
+    obs: ObsCfg = field(default_factory=ObsCfg)
+    reward: RewardCfg = field(default_factory=RewardCfg)
+    ppo: PpoCfg = field(default_factory=PpoCfg)
+    logger: LoggerCfg = field(default_factory=LoggerCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+    seed: int = 42
+    experiment_name: str = "navexp"
+    resume: str | None = None
+    """Run directory or checkpoint to continue from."""
+    size: str = "auto"
+    """auto | gpu | cpu: auto picks the GPU reference setup with CUDA, else the CPU-sized one."""
+
+
+def register_configs() -> None:
+    """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=ExperimentCfg)
+    cs.store(group="env", name="base_env", node=EnvCfg)
+    cs.store(group="obs", name="base_obs", node=ObsCfg)
+    cs.store(group="reward", name="base_reward", node=RewardCfg)
+    cs.store(group="ppo", name="base_ppo", node=PpoCfg)
+    cs.store(group="logger", name="base_logger", node=LoggerCfg)
+
+
+def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"env config: {key}={value!r} is invalid; allowed: {allowed}")
+
+
+def _check_range(key: str, value: list, lo: float) -> None:
+    _check(
+        len(value) == 2 and lo <= value[0] <= value[1],
+        key,
+        list(value),
+        f"[min, max] with {lo} <= min <= max",
+    )
+
+
+def validate_env_cfg(cfg: Any) -> None:
+    """Raise ValueError naming the key, the value and what is allowed for an impossible env config."""
+    _check(cfg.num_envs >= 1, "num_envs", cfg.num_envs, "an integer >= 1")
+    dev = str(cfg.device)
+    _check(
+        dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()),
+        "device",
+        dev,
+        "auto | cpu | cuda | cuda:N",
+    )
+    room, obst, robot, lidar, sim = cfg.room, cfg.obstacles, cfg.robot, cfg.lidar, cfg.sim
+    for key in ("size_x_m", "size_y_m", "wall_thickness_m", "wall_height_m"):
+        _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
+    for key in ("radius_m", "half_height_m", "mass_kg", "max_lin_vel_mps", "max_ang_vel_radps"):
+        _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
+    _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
+    _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
+    _check_range("obstacles.cylinder_count", obst.cylinder_count, 0)
+    _check_range("obstacles.box_count", obst.box_count, 0)
+    _check(
+        obst.cylinder_count[1] <= obst.cylinder_slots,
+        "obstacles.cylinder_count",
+        list(obst.cylinder_count),
+        f"max <= obstacles.cylinder_slots ({obst.cylinder_slots})",
+    )
+    _check(
+        obst.box_count[1] <= obst.box_slots,
+        "obstacles.box_count",
+        list(obst.box_count),
+        f"max <= obstacles.box_slots ({obst.box_slots})",
+    )
+    _check_range("obstacles.cylinder_radius_m", obst.cylinder_radius_m, 1e-3)
+    _check_range("obstacles.box_half_size_m", obst.box_half_size_m, 1e-3)
+    _check(
+        obst.height_m > 2 * robot.half_height_m,
+        "obstacles.height_m",
+        obst.height_m,
+        f"> 2 * robot.half_height_m ({2 * robot.half_height_m}) so the LiDAR plane cuts obstacles",
+    )
+    half_min = min(room.size_x_m, room.size_y_m) / 2
+    _check(
+        cfg.goal_radius_m > 0 and cfg.goal_radius_m < half_min,
+        "goal_radius_m",
+        cfg.goal_radius_m,
+        f"0 < goal_radius_m < half the smaller room side ({half_min})",
+    )
+    _check(
+        robot.radius_m + cfg.spawn_clearance_m < half_min,
+        "robot.radius_m",
+        robot.radius_m,
+        f"radius + spawn_clearance_m < half the smaller room side ({half_min})",
+    )
+    diag = (room.size_x_m**2 + room.size_y_m**2) ** 0.5
+    _check(
+        0 <= cfg.min_start_goal_dist_m < diag - 2 * robot.radius_m,
+        "min_start_goal_dist_m",
+        cfg.min_start_goal_dist_m,
+        f"0 <= value < room diagonal minus robot diameter ({diag:.2f})",
+    )
+    _check(cfg.spawn_clearance_m >= 0, "spawn_clearance_m", cfg.spawn_clearance_m, ">= 0")
+    _check(lidar.num_beams >= 1, "lidar.num_beams", lidar.num_beams, "an integer >= 1")
+    _check(0 < lidar.fov_deg <= 360, "lidar.fov_deg", lidar.fov_deg, "0 < fov_deg <= 360")
+    _check(
+        lidar.max_range_m > robot.radius_m,
+        "lidar.max_range_m",
+        lidar.max_range_m,
+        f"> robot.radius_m ({robot.radius_m})",
+    )
+    _check(lidar.range_noise_std_m >= 0, "lidar.range_noise_std_m", lidar.range_noise_std_m, ">= 0")
+    _check(sim.timestep_s > 0, "sim.timestep_s", sim.timestep_s, "> 0")
+    _check(sim.decimation >= 1, "sim.decimation", sim.decimation, "an integer >= 1")
+    _check(sim.nconmax_per_world >= 1, "sim.nconmax_per_world", sim.nconmax_per_world, ">= 1")
+    _check(sim.njmax_per_world >= 1, "sim.njmax_per_world", sim.njmax_per_world, ">= 1")
+    control_dt = sim.timestep_s * sim.decimation
+    _check(
+        cfg.episode_length_s >= control_dt,
+        "episode_length_s",
+        cfg.episode_length_s,
+        f">= one control period ({control_dt} s)",
+    )
+    _check(cfg.position_window >= 1, "position_window", cfg.position_window, "an integer >= 1")

@@ -1,0 +1,270 @@
+"""NavEnv: the rsl_rl VecEnv that wires the simulator, the terms and the episode bookkeeping.
+
+One ``step(actions)``: clip the body-frame action, scale it to the servo ranges and rotate it into
+the world frame -> ``decimation`` physics steps -> state -> terminations -> rewards -> auto-reset of
+finished worlds -> observations. Worlds that finish with ``auto_reset=False`` are held (zero
+command, termination reason latched, zero reward) until ``reset()``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+from navexp.config import validate_env_cfg
+from navexp.obs.manager import ObservationManager
+from navexp.rewards.manager import RewardManager
+from navexp.sim.layout import Layout, LayoutSpec, _rotate, nearest_obstacle, sample_layouts
+from navexp.sim.scenarios import load_scenarios
+from navexp.sim.scene import SceneSpec
+from navexp.sim.warp_backend import WarpSim, beam_angles, resolve_device
+from navexp.state import COLLISION, OUT_OF_BOUNDS, REASONS, SUCCESS, TIME_OUT, EnvDims, NavState
+
+
+class NavEnv(VecEnv):
+    """LiDAR navigation in ``num_envs`` parallel MuJoCo Warp worlds (rsl_rl VecEnv contract)."""
+
+    def __init__(self, cfg) -> None:
+        """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``."""
+        env_cfg = cfg.env
+        validate_env_cfg(env_cfg)  # before anything is built
+        self.cfg = cfg
+        self.env_cfg = env_cfg
+        self.device = torch.device(resolve_device(str(env_cfg.device)))
+        self.num_envs = int(env_cfg.num_envs)
+        self.num_actions = 3
+        self.control_dt = env_cfg.sim.timestep_s * env_cfg.sim.decimation
+        self.max_episode_length = int(math.ceil(env_cfg.episode_length_s / self.control_dt - 1e-9))
+        self.auto_reset = bool(env_cfg.auto_reset)
+        self.half_x, self.half_y = env_cfg.room.size_x_m / 2, env_cfg.room.size_y_m / 2
+        robot = env_cfg.robot
+        self.dims = EnvDims(
+            num_beams=env_cfg.lidar.num_beams,
+            max_range_m=env_cfg.lidar.max_range_m,
+            max_lin_vel_mps=robot.max_lin_vel_mps,
+            max_ang_vel_radps=robot.max_ang_vel_radps,
+            num_actions=self.num_actions,
+            position_window=env_cfg.position_window,
+            room_half_x_m=self.half_x,
+            room_half_y_m=self.half_y,
+        )
+        n, dev = self.num_envs, self.device
+        # Terms are resolved before the simulator: a config error costs no kernel compile.
+        self.obs_manager = ObservationManager(cfg.obs, self.dims, n, dev)
+        self.reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, dev)
+        self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
+        self.scenarios: Layout | None = None
+        if env_cfg.scenarios:
+            fixed = load_scenarios(
+                env_cfg.scenarios,
+                env_cfg.obstacles.cylinder_slots,
+                env_cfg.obstacles.box_slots,
+                self.half_x,
+                self.half_y,
+                robot.radius_m,
+            )
+            self.scenarios = Layout(**{k: v.to(dev) for k, v in vars(fixed).items()})
+        self.generator = torch.Generator(device=dev)
+        self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
+
+        self.sim = WarpSim(
+            SceneSpec.from_env_cfg(env_cfg),
+            n,
+            str(dev),
+            beam_angles(env_cfg.lidar.num_beams, env_cfg.lidar.fov_deg),
+            env_cfg.lidar.max_range_m,
+            env_cfg.sim.decimation,
+            env_cfg.sim.nconmax_per_world,
+            env_cfg.sim.njmax_per_world,
+            env_cfg.sim.cuda_graph,
+        )
+        self.state = NavState.zeros(n, self.dims, dev)
+        self.layout = Layout.empty(n, env_cfg.obstacles.cylinder_slots, env_cfg.obstacles.box_slots, dev)
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
+        self.held = torch.zeros(n, dtype=torch.bool, device=dev)
+        """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
+        self._obs = self.obs_manager.zeros()
+        self.reset()
+
+    # -- VecEnv -----------------------------------------------------------------------------
+    def seed(self, seed: int) -> None:
+        """Seed the layout and noise generator (python/numpy/torch are seeded by the app)."""
+        self.generator.manual_seed(seed)
+
+    def get_observations(self) -> TensorDict:
+        """The observation groups of the current state (policy [, privileged])."""
+        return self._obs
+
+    def reset(self, env_ids: torch.Tensor | None = None) -> TensorDict:
+        """Start new episodes in ``env_ids`` (all worlds when None) and return the observations."""
+        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids.to(self.device)
+        self._reset_worlds(ids)
+        self.sim.refresh()
+        self._read_sim(reset_ids=ids)
+        self._obs = self.obs_manager.compute(self.state, reset_ids=ids)
+        self._check_finite(self._obs, None)
+        return self._obs
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Apply body-frame actions [N, 3] in [-1, 1] for one control step."""
+        s = self.state
+        active = ~self.held
+        s.prev_action = s.action
+        s.action = self._process_actions(actions) * active.unsqueeze(-1)
+        self._write_ctrl(s.action)
+        self.sim.step()
+        msg = self.sim.overflow_message()
+        if msg is not None:
+            raise RuntimeError(msg)
+        s.prev_goal_dist = s.goal_dist.clone()
+        self._read_sim()
+        self.episode_length_buf += active.long()
+        s.step += active.long()
+        self._terminations(active)
+        rewards = self.reward_manager.compute(s, active.float())
+        dones = s.success | s.collision | s.out_of_bounds | s.time_out
+        extras: dict = {"time_outs": s.time_out.clone(), "log": {}}
+        ended = dones.nonzero().flatten()
+        reset_ids = None
+        if ended.numel() > 0:
+            extras["log"] = self._episode_log(ended)
+            if self.auto_reset:
+                reset_ids = ended
+                self._reset_worlds(ended)
+                self.sim.refresh()
+                self._read_sim(reset_ids=ended)
+            else:
+                self.held[ended] = True
+        self._obs = self.obs_manager.compute(s, reset_ids=reset_ids)
+        self._check_finite(self._obs, rewards)
+        return self._obs, rewards, dones.long(), extras
+
+    # -- internals --------------------------------------------------------------------------
+    def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):
+            shape = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
+            raise ValueError(
+                f"actions must be a tensor of shape ({self.num_envs}, {self.num_actions}); got {shape}"
+            )
+        actions = actions.to(self.device, torch.float32)
+        finite = torch.isfinite(actions).all(dim=1)
+        if not bool(finite.all()):
+            bad = (~finite).nonzero().flatten().tolist()
+            raise ValueError(
+                f"actions contain NaN/inf in worlds {bad[:10]} (values {actions[bad[0]].tolist()})"
+            )
+        return actions.clamp(-1.0, 1.0)
+
+    def _write_ctrl(self, a: torch.Tensor) -> None:
+        # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
+        r = self.env_cfg.robot
+        v_world = _rotate(a[:, :2] * r.max_lin_vel_mps, self.sim.qpos[:, 2])
+        self.sim.ctrl[:, :2] = v_world
+        self.sim.ctrl[:, 2] = a[:, 2] * r.max_ang_vel_radps
+
+    def _reset_worlds(self, ids: torch.Tensor) -> None:
+        if self.scenarios is not None:
+            k = self.scenarios.num_worlds
+            entry = (ids + self.episode_count[ids] * self.num_envs) % k
+            layout = self.scenarios.index(entry)
+        else:
+            layout = sample_layouts(self.layout_spec, ids.numel(), self.generator, self.device)
+        self.layout.assign(ids, layout)
+        self.sim.write_layouts(ids, layout)
+        s = self.state
+        self.episode_length_buf[ids] = 0
+        self.episode_count[ids] += 1
+        self.held[ids] = False
+        s.step[ids] = 0
+        s.action[ids] = 0.0
+        s.prev_action[ids] = 0.0
+        s.reason[ids] = 0
+        for flag in (s.success, s.collision, s.out_of_bounds, s.time_out):
+            flag[ids] = False
+
+    def _read_sim(self, reset_ids: torch.Tensor | None = None) -> None:
+        """Fill the state from the simulator's tensors (all worlds)."""
+        s, sim = self.state, self.sim
+        s.pos_xy = sim.qpos[:, :2].clone()
+        s.yaw = sim.qpos[:, 2].clone()
+        s.vel_world = sim.qvel[:, :2].clone()
+        s.omega = sim.qvel[:, 2].clone()
+        s.vel_body = _rotate(s.vel_world, -s.yaw)
+        s.goal_xy = self.layout.goal_xy
+        to_goal = s.goal_xy - s.pos_xy
+        s.goal_dist = to_goal.norm(dim=-1)
+        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
+        s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
+        s.scan_clean = sim.ranges.clone()
+        noise = self.env_cfg.lidar.range_noise_std_m
+        if noise > 0:
+            eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
+            s.scan = (s.scan_clean + noise * eps).clamp(0.0, self.dims.max_range_m)
+        else:
+            s.scan = s.scan_clean.clone()
+        s.min_scan = s.scan_clean.min(dim=1).values
+        s.contact = sim.contact.bool()
+        dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
+        s.clearance = dist.squeeze(1)
+        direction = closest.squeeze(1) - s.pos_xy
+        direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        s.nearest_dir_body = _rotate(direction, -s.yaw)
+        s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+        if reset_ids is not None:
+            # A new episode starts with no motion history and no progress yet.
+            s.pos_window[reset_ids] = s.pos_xy[reset_ids].unsqueeze(1)
+            s.prev_goal_dist[reset_ids] = s.goal_dist[reset_ids]
+            s.contact[reset_ids] = False
+
+    def _terminations(self, active: torch.Tensor) -> None:
+        # Priority: collision > out_of_bounds > success; time_out only when nothing terminated.
+        s = self.state
+        s.collision = s.contact & active
+        outside = (s.pos_xy[:, 0].abs() > self.half_x) | (s.pos_xy[:, 1].abs() > self.half_y)
+        s.out_of_bounds = outside & active & ~s.collision
+        s.success = (s.goal_dist < self.env_cfg.goal_radius_m) & active & ~s.collision & ~s.out_of_bounds
+        terminated = s.collision | s.out_of_bounds | s.success
+        s.time_out = (self.episode_length_buf >= self.max_episode_length) & active & ~terminated
+        reason = torch.zeros_like(s.reason)
+        for flag, code in (
+            (s.success, SUCCESS),
+            (s.collision, COLLISION),
+            (s.out_of_bounds, OUT_OF_BOUNDS),
+            (s.time_out, TIME_OUT),
+        ):
+            reason = torch.where(flag, code, reason)
+        s.reason = torch.where(active, reason, s.reason)  # held worlds keep their latched reason
+
+    def _episode_log(self, ended: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-episode values of the worlds that just ended; rsl_rl averages them per iteration."""
+        log: dict[str, torch.Tensor] = {}
+        for name, sums in self.reward_manager.pop_episode_sums(ended).items():
+            log[f"Episode_Reward/{name}"] = sums
+        reason = self.state.reason[ended]
+        for code, name in enumerate(REASONS):
+            if code:
+                log[f"Episode_Termination/{name}"] = (reason == code).float()
+        log["Metrics/success_rate"] = (reason == SUCCESS).float()
+        log["Metrics/episode_length_s"] = self.episode_length_buf[ended].float() * self.control_dt
+        return log
+
+    def _check_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
+        if not self.env_cfg.check_finite:
+            return
+        bad = ~torch.isfinite(self.sim.qpos).all(1) | ~torch.isfinite(self.sim.qvel).all(1)
+        sources = {"simulator state": bad.clone()}
+        for g in obs.keys():
+            sources[f"observation group '{g}'"] = ~torch.isfinite(obs[g]).all(1)
+        if rewards is not None:
+            sources["rewards"] = ~torch.isfinite(rewards)
+        for what, mask in sources.items():
+            if bool(mask.any()):
+                worlds = mask.nonzero().flatten().tolist()
+                raise FloatingPointError(
+                    f"NaN/inf in {what} in worlds {worlds[:10]} ({len(worlds)} worlds); stopping rather than "
+                    f"training on garbage (env.check_finite=false disables this check)"
+                )

@@ -1,0 +1,71 @@
+"""Weighted sum of reward terms with per-term episode sums for ``Episode_Reward/<term>``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from navexp.rewards.terms import REWARD_TERMS
+from navexp.state import NavState
+
+
+@dataclass
+class BoundRewardTerm:
+    name: str
+    fn: Any
+    weight: float
+    params: dict[str, Any]
+
+
+def resolve_reward_terms(reward_cfg, position_window: int) -> list[BoundRewardTerm]:
+    """Check names, params and history needs; return the terms with non-zero weight."""
+    terms = []
+    for name, tcfg in reward_cfg.terms.items():
+        term = REWARD_TERMS.get(name)  # KeyError listing the available terms
+        params = term.resolve_params(tcfg.params, "reward")
+        key = term.meta["needs_window"]
+        if key is not None:
+            need = params[key]
+            if not (isinstance(need, int) and need >= 1):
+                raise ValueError(
+                    f"reward.terms.{name}.params.{key}={need!r} is invalid; allowed: an integer >= 1"
+                )
+            if need > position_window:
+                raise ValueError(
+                    f"reward term '{name}' needs {key}={need} steps of position history but the env keeps "
+                    f"env.position_window={position_window}; set env.position_window>={need} or lower "
+                    f"reward.terms.{name}.params.{key}"
+                )
+        if float(tcfg.weight) != 0.0:
+            terms.append(BoundRewardTerm(name, term.fn, float(tcfg.weight), params))
+    return terms
+
+
+class RewardManager:
+    """reward = sum_i weight_i * term_i(state); episode sums are kept per term (weighted)."""
+
+    def __init__(self, reward_cfg, position_window: int, num_envs: int, device: torch.device) -> None:
+        self.terms = resolve_reward_terms(reward_cfg, position_window)
+        self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t in self.terms}
+        self._total = torch.zeros(num_envs, device=device)
+
+    def compute(self, state: NavState, active: torch.Tensor | None = None) -> torch.Tensor:
+        """Return the [N] reward; worlds where ``active`` is False (held after an episode end) get 0."""
+        self._total.zero_()
+        for t in self.terms:
+            value = t.weight * t.fn(state, **t.params)
+            if active is not None:
+                value = value * active
+            self.episode_sums[t.name] += value
+            self._total += value
+        return self._total.clone()
+
+    def pop_episode_sums(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Return and clear the episode sums of the worlds ``ids``."""
+        out = {}
+        for name, sums in self.episode_sums.items():
+            out[name] = sums[ids].clone()
+            sums[ids] = 0.0
+        return out

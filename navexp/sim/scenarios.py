@@ -1,0 +1,106 @@
+"""Fixed scenarios: a YAML list of worlds (obstacles, robot start, goal) used instead of random layouts.
+
+Format (metres, degrees)::
+
+    scenarios:
+      - name: corridor
+        robot: {x: -3.0, y: 0.0, yaw_deg: 0.0}
+        goal: {x: 3.0, y: 0.0}
+        obstacles:
+          - {kind: box, x: 0.0, y: 1.0, half_x: 2.5, half_y: 0.2, yaw_deg: 0.0}
+          - {kind: cylinder, x: 1.0, y: -1.0, radius: 0.3}
+
+World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import yaml
+
+from navexp.sim.layout import Layout, nearest_obstacle
+
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "configs" / "scenarios"
+KINDS = {"cylinder": ("x", "y", "radius"), "box": ("x", "y", "half_x", "half_y")}
+
+
+def resolve_scenario_path(name_or_path: str) -> Path:
+    """A path as given, or a shipped scenario name (``corridor`` -> configs/scenarios/corridor.yaml)."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p
+    shipped = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = sorted(f.stem for f in SCENARIO_DIR.glob("*.yaml"))
+    raise FileNotFoundError(f"env.scenarios={name_or_path!r}: no such file; shipped scenarios: {names}")
+
+
+def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
+    if key not in entry:
+        if default is not None:
+            return default
+        raise ValueError(f"{where}: missing '{key}'")
+    v = entry[key]
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{where}: '{key}'={v!r} is not a finite number")
+    return float(v)
+
+
+def load_scenarios(
+    path: str, cylinder_slots: int, box_slots: int, half_x: float, half_y: float, robot_radius_m: float
+) -> Layout:
+    """Parse and validate a scenario file into a Layout with one entry per scenario."""
+    file = resolve_scenario_path(path)
+    data = yaml.safe_load(file.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
+        raise ValueError(f"{file}: expected a top-level 'scenarios:' list with at least one entry")
+    entries = data["scenarios"]
+    lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu")
+    for i, e in enumerate(entries):
+        where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
+        robot, goal = e.get("robot") or {}, e.get("goal") or {}
+        lay.robot_xy[i] = torch.tensor(
+            [_num(robot, "x", where + " robot"), _num(robot, "y", where + " robot")]
+        )
+        lay.robot_yaw[i] = math.radians(_num(robot, "yaw_deg", where + " robot", 0.0))
+        lay.goal_xy[i] = torch.tensor([_num(goal, "x", where + " goal"), _num(goal, "y", where + " goal")])
+        nc = nb = 0
+        for j, ob in enumerate(e.get("obstacles") or []):
+            ow = f"{where} obstacle {j}"
+            kind = ob.get("kind")
+            if kind not in KINDS:
+                raise ValueError(f"{ow}: kind={kind!r}; allowed: {sorted(KINDS)}")
+            vals = [_num(ob, k, ow) for k in KINDS[kind]]
+            if min(vals[2:]) <= 0:
+                raise ValueError(f"{ow}: sizes {vals[2:]} must be > 0")
+            if kind == "cylinder":
+                if nc >= cylinder_slots:
+                    raise ValueError(
+                        f"{ow}: more cylinders than env.obstacles.cylinder_slots={cylinder_slots}"
+                    )
+                lay.cyl_xy[i, nc] = torch.tensor(vals[:2])
+                lay.cyl_r[i, nc], lay.cyl_active[i, nc] = vals[2], True
+                nc += 1
+            else:
+                if nb >= box_slots:
+                    raise ValueError(f"{ow}: more boxes than env.obstacles.box_slots={box_slots}")
+                lay.box_xy[i, nb] = torch.tensor(vals[:2])
+                lay.box_half[i, nb] = torch.tensor(vals[2:])
+                lay.box_yaw[i, nb] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
+                lay.box_active[i, nb] = True
+                nb += 1
+    pts = torch.stack((lay.robot_xy, lay.goal_xy), dim=1)
+    dist, _ = nearest_obstacle(pts, lay, half_x, half_y)
+    bad = (dist < robot_radius_m).nonzero().tolist()
+    if bad:
+        i, which = bad[0]
+        raise ValueError(
+            f"{file} scenario {i}: the {'robot start' if which == 0 else 'goal'} is "
+            f"{dist[i, which]:.3f} m from an obstacle or wall; it must be free space "
+            f"(>= robot radius {robot_radius_m} m)"
+        )
+    return lay

@@ -1,0 +1,147 @@
+"""One scene builder for every backend: a walled room, the planar robot and fixed obstacle slots.
+
+Frames and units: world frame, metres, radians. The room is centred on the origin; the robot moves
+in the plane z = ``robot_z`` (the LiDAR plane). Collision filtering is by contype/conaffinity: only
+the robot collides (robot contype=1/conaffinity=0, walls and obstacles contype=0/conaffinity=1), so
+obstacles overlapping each other or a wall cost nothing and every contact involves the robot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+
+PARK_Z_M = -50.0
+"""Unused obstacle slots are parked this far below the floor: no ray or contact reaches them."""
+
+
+@dataclass(frozen=True)
+class SceneSpec:
+    """Geometry and actuation of the scene; plain values so the sim layer needs no RL config."""
+
+    size_x_m: float
+    size_y_m: float
+    wall_thickness_m: float
+    wall_height_m: float
+    cylinder_slots: int
+    box_slots: int
+    obstacle_height_m: float
+    robot_radius_m: float
+    robot_half_height_m: float
+    robot_mass_kg: float
+    max_lin_vel_mps: float
+    max_ang_vel_radps: float
+    lin_kv: float
+    ang_kv: float
+    lin_force_limit_n: float
+    ang_torque_limit_nm: float
+    timestep_s: float
+
+    @property
+    def robot_z(self) -> float:
+        """Height of the robot centre and of the LiDAR plane."""
+        return self.robot_half_height_m
+
+    @property
+    def num_obstacles(self) -> int:
+        return self.cylinder_slots + self.box_slots
+
+    @classmethod
+    def from_env_cfg(cls, env_cfg) -> SceneSpec:
+        """Take the scene values out of an env config (any object with the EnvCfg attributes)."""
+        room, obst, robot = env_cfg.room, env_cfg.obstacles, env_cfg.robot
+        return cls(
+            size_x_m=room.size_x_m,
+            size_y_m=room.size_y_m,
+            wall_thickness_m=room.wall_thickness_m,
+            wall_height_m=room.wall_height_m,
+            cylinder_slots=obst.cylinder_slots,
+            box_slots=obst.box_slots,
+            obstacle_height_m=obst.height_m,
+            robot_radius_m=robot.radius_m,
+            robot_half_height_m=robot.half_height_m,
+            robot_mass_kg=robot.mass_kg,
+            max_lin_vel_mps=robot.max_lin_vel_mps,
+            max_ang_vel_radps=robot.max_ang_vel_radps,
+            lin_kv=robot.lin_kv,
+            ang_kv=robot.ang_kv,
+            lin_force_limit_n=robot.lin_force_limit_n,
+            ang_torque_limit_nm=robot.ang_torque_limit_nm,
+            timestep_s=env_cfg.sim.timestep_s,
+        )
+
+
+def _walls(s: SceneSpec) -> str:
+    hx, hy, t, hz = s.size_x_m / 2, s.size_y_m / 2, s.wall_thickness_m / 2, s.wall_height_m / 2
+    # Each wall's inner face lies exactly on x = +-hx or y = +-hy; the long walls cover the corners.
+    walls = [
+        ("wall_px", (hx + t, 0.0), (t, hy + 2 * t)),
+        ("wall_nx", (-hx - t, 0.0), (t, hy + 2 * t)),
+        ("wall_py", (0.0, hy + t), (hx, t)),
+        ("wall_ny", (0.0, -hy - t), (hx, t)),
+    ]
+    return "\n".join(
+        f'    <geom name="{n}" type="box" pos="{x} {y} {hz}" size="{sx} {sy} {hz}" '
+        f'contype="0" conaffinity="1" rgba=".6 .6 .6 1"/>'
+        for n, (x, y), (sx, sy) in walls
+    )
+
+
+def _obstacles(s: SceneSpec) -> str:
+    hz = s.obstacle_height_m / 2
+    lines = []
+    # Placeholder sizes: the per-world sizes are written into the batched geom_size at every reset.
+    for i in range(s.cylinder_slots):
+        lines.append(
+            f'    <body name="cyl{i}" mocap="true" pos="0 0 {PARK_Z_M}">'
+            f'<geom name="cyl{i}" type="cylinder" size="0.3 {hz}" contype="0" conaffinity="1" '
+            f'rgba=".8 .4 .2 1"/></body>'
+        )
+    for i in range(s.box_slots):
+        lines.append(
+            f'    <body name="box{i}" mocap="true" pos="0 0 {PARK_Z_M}">'
+            f'<geom name="box{i}" type="box" size="0.3 0.3 {hz}" contype="0" conaffinity="1" '
+            f'rgba=".2 .4 .8 1"/></body>'
+        )
+    return "\n".join(lines)
+
+
+def build_mjcf(s: SceneSpec) -> str:
+    """Return the MJCF of the scene (robot at the origin, every obstacle slot parked)."""
+    r, m = s.robot_radius_m, s.robot_mass_kg
+    # Inertia of the reference solid cylinder (radius r, half-height h): the sphere proxy only
+    # replaces the collision shape, the dynamics stay those of the reference robot.
+    h = s.robot_half_height_m
+    izz = 0.5 * m * r * r
+    ixx = m * (3 * r * r + (2 * h) ** 2) / 12
+    v, w = s.max_lin_vel_mps, s.max_ang_vel_radps
+    f, tq = s.lin_force_limit_n, s.ang_torque_limit_nm
+    return f"""<mujoco model="navexp">
+  <option timestep="{s.timestep_s}" integrator="implicitfast" gravity="0 0 0"/>
+  <worldbody>
+{_walls(s)}
+    <body name="robot" pos="0 0 {s.robot_z}">
+      <joint name="jx" type="slide" axis="1 0 0" damping="0"/>
+      <joint name="jy" type="slide" axis="0 1 0" damping="0"/>
+      <joint name="jz" type="hinge" axis="0 0 1" damping="0"/>
+      <inertial pos="0 0 0" mass="{m}" diaginertia="{ixx} {ixx} {izz}"/>
+      <geom name="robot" type="sphere" size="{r}" contype="1" conaffinity="0" rgba=".1 .8 .1 1"/>
+    </body>
+{_obstacles(s)}
+  </worldbody>
+  <actuator>
+    <velocity name="vx" joint="jx" kv="{s.lin_kv}" ctrllimited="true" ctrlrange="{-v} {v}"
+              forcelimited="true" forcerange="{-f} {f}"/>
+    <velocity name="vy" joint="jy" kv="{s.lin_kv}" ctrllimited="true" ctrlrange="{-v} {v}"
+              forcelimited="true" forcerange="{-f} {f}"/>
+    <velocity name="wz" joint="jz" kv="{s.ang_kv}" ctrllimited="true" ctrlrange="{-w} {w}"
+              forcelimited="true" forcerange="{-tq} {tq}"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def build_model(s: SceneSpec) -> mujoco.MjModel:
+    """Compile the scene with classic MuJoCo (the host model every backend starts from)."""
+    return mujoco.MjModel.from_xml_string(build_mjcf(s))

@@ -1,0 +1,118 @@
+"""The typed state that observation and reward terms read (torch tensors on the env device)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
+"""Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
+SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
+
+
+@dataclass
+class EnvDims:
+    """Sizes and scales terms need to declare widths and normalise (from the env config)."""
+
+    num_beams: int
+    max_range_m: float
+    max_lin_vel_mps: float
+    max_ang_vel_radps: float
+    num_actions: int
+    position_window: int
+    room_half_x_m: float
+    room_half_y_m: float
+
+
+@dataclass
+class NavState:
+    """Everything terms may read. Shapes use N = num_envs, B = LiDAR beams, W = position window.
+
+    Frames: ``*_world`` in the world frame; ``*_body`` in the robot frame (x forward, y left).
+    """
+
+    pos_xy: torch.Tensor
+    """[N, 2] robot position (m, world)."""
+    yaw: torch.Tensor
+    """[N] robot yaw (rad, world, unwrapped)."""
+    vel_world: torch.Tensor
+    """[N, 2] linear velocity (m/s, world)."""
+    vel_body: torch.Tensor
+    """[N, 2] linear velocity (m/s, body): forward, left."""
+    omega: torch.Tensor
+    """[N] yaw rate (rad/s)."""
+    goal_xy: torch.Tensor
+    """[N, 2] goal position (m, world)."""
+    goal_dist: torch.Tensor
+    """[N] distance robot centre -> goal (m)."""
+    prev_goal_dist: torch.Tensor
+    """[N] goal distance one control step earlier (the start distance on an episode's first step)."""
+    goal_bearing: torch.Tensor
+    """[N] bearing of the goal in the body frame (rad, 0 = straight ahead, + = left)."""
+    scan_clean: torch.Tensor
+    """[N, B] LiDAR ranges (m) from the engine, in [0, max_range]."""
+    scan: torch.Tensor
+    """[N, B] the robot's scan: clean + Gaussian noise, clipped to [0, max_range] (m)."""
+    min_scan: torch.Tensor
+    """[N] smallest clean range (m), measured from the robot centre."""
+    contact: torch.Tensor
+    """[N] bool: the engine reported a robot contact during the last control step."""
+    clearance: torch.Tensor
+    """[N] true distance from the robot centre to the nearest obstacle or wall surface (m)."""
+    nearest_dir_body: torch.Tensor
+    """[N, 2] unit vector to that nearest surface point (body frame)."""
+    pos_window: torch.Tensor
+    """[N, W+1, 2] positions of the last W control steps and now (index -1 is now)."""
+    action: torch.Tensor
+    """[N, 3] clipped policy action of this step (dimensionless, body frame)."""
+    prev_action: torch.Tensor
+    """[N, 3] the action one step earlier (zeros on an episode's first step)."""
+    step: torch.Tensor
+    """[N] control steps taken in the current episode (long)."""
+    success: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N] bool: the episode ended in success this step."""
+    collision: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N] bool: the episode ended in a collision this step (takes priority over success)."""
+    out_of_bounds: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N] bool: the robot centre left the room this step."""
+    time_out: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N] bool: the episode was truncated by the time limit this step (never with a termination)."""
+    reason: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N] long: index into REASONS of the last episode end (0 while running)."""
+    dims: EnvDims = field(default=None)  # type: ignore[assignment]
+
+    @staticmethod
+    def zeros(n: int, dims: EnvDims, device: torch.device | str) -> NavState:
+        """A state of zeros (terms evaluated on it give finite values)."""
+        z = dict(device=device)
+        b, w = dims.num_beams, dims.position_window
+        full = torch.full((n, b), dims.max_range_m, **z)
+        f = torch.zeros(n, dtype=torch.bool, **z)
+        return NavState(
+            pos_xy=torch.zeros(n, 2, **z),
+            yaw=torch.zeros(n, **z),
+            vel_world=torch.zeros(n, 2, **z),
+            vel_body=torch.zeros(n, 2, **z),
+            omega=torch.zeros(n, **z),
+            goal_xy=torch.zeros(n, 2, **z),
+            goal_dist=torch.zeros(n, **z),
+            prev_goal_dist=torch.zeros(n, **z),
+            goal_bearing=torch.zeros(n, **z),
+            scan_clean=full,
+            scan=full.clone(),
+            min_scan=torch.full((n,), dims.max_range_m, **z),
+            contact=f.clone(),
+            clearance=torch.full((n,), dims.max_range_m, **z),
+            nearest_dir_body=torch.zeros(n, 2, **z),
+            pos_window=torch.zeros(n, w + 1, 2, **z),
+            action=torch.zeros(n, dims.num_actions, **z),
+            prev_action=torch.zeros(n, dims.num_actions, **z),
+            step=torch.zeros(n, dtype=torch.long, **z),
+            success=f.clone(),
+            collision=f.clone(),
+            out_of_bounds=f.clone(),
+            time_out=f.clone(),
+            reason=torch.zeros(n, dtype=torch.long, **z),
+            dims=dims,
+        )
