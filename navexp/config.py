@@ -165,6 +165,10 @@ class PpoCfg:
     init_std: float = 1.0
     std_type: str = "scalar"
     init_at_random_ep_len: bool = True
+    actor_obs_groups: list[str] = field(default_factory=lambda: ["policy"])
+    """Groups the actor reads; only DEPLOYABLE groups are allowed (a SIM_ONLY group is an error)."""
+    critic_obs_groups: list[str] | None = None
+    """Groups the critic reads; None = [policy] or [policy, privileged] with obs.privileged_enabled."""
 
 
 @dataclass

@@ -17,11 +17,12 @@ from tensordict import TensorDict
 from navexp.config import validate_env_cfg
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
+from navexp.rewards.terminations import compute_terminations
 from navexp.sim.layout import Layout, LayoutSpec, _rotate, nearest_obstacle, sample_layouts
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.sim.warp_backend import WarpSim, beam_angles, resolve_device
-from navexp.state import COLLISION, OUT_OF_BOUNDS, REASONS, SUCCESS, TIME_OUT, EnvDims, NavState
+from navexp.state import REASONS, SUCCESS, EnvDims, NavState
 
 
 class NavEnv(VecEnv):
@@ -124,7 +125,15 @@ class NavEnv(VecEnv):
         self._read_sim()
         self.episode_length_buf += active.long()
         s.step += active.long()
-        self._terminations(active)
+        compute_terminations(
+            s,
+            active,
+            self.episode_length_buf,
+            self.max_episode_length,
+            self.env_cfg.goal_radius_m,
+            self.half_x,
+            self.half_y,
+        )
         rewards = self.reward_manager.compute(s, active.float())
         dones = s.success | s.collision | s.out_of_bounds | s.time_out
         extras: dict = {"time_outs": s.time_out.clone(), "log": {}}
@@ -219,25 +228,6 @@ class NavEnv(VecEnv):
             s.pos_window[reset_ids] = s.pos_xy[reset_ids].unsqueeze(1)
             s.prev_goal_dist[reset_ids] = s.goal_dist[reset_ids]
             s.contact[reset_ids] = False
-
-    def _terminations(self, active: torch.Tensor) -> None:
-        # Priority: collision > out_of_bounds > success; time_out only when nothing terminated.
-        s = self.state
-        s.collision = s.contact & active
-        outside = (s.pos_xy[:, 0].abs() > self.half_x) | (s.pos_xy[:, 1].abs() > self.half_y)
-        s.out_of_bounds = outside & active & ~s.collision
-        s.success = (s.goal_dist < self.env_cfg.goal_radius_m) & active & ~s.collision & ~s.out_of_bounds
-        terminated = s.collision | s.out_of_bounds | s.success
-        s.time_out = (self.episode_length_buf >= self.max_episode_length) & active & ~terminated
-        reason = torch.zeros_like(s.reason)
-        for flag, code in (
-            (s.success, SUCCESS),
-            (s.collision, COLLISION),
-            (s.out_of_bounds, OUT_OF_BOUNDS),
-            (s.time_out, TIME_OUT),
-        ):
-            reason = torch.where(flag, code, reason)
-        s.reason = torch.where(active, reason, s.reason)  # held worlds keep their latched reason
 
     def _episode_log(self, ended: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per-episode values of the worlds that just ended; rsl_rl averages them per iteration."""

@@ -1,0 +1,29 @@
+"""Shared helpers: small CPU worlds built from the app's own config (kernels compile once per session)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from navexp import compose_config, make_env
+
+BASE = ["env.device=cpu", "env.lidar.range_noise_std_m=0.0"]
+
+
+def build_env(*overrides: str):
+    """A NavEnv on the CPU with noise-free LiDAR, plus the given overrides."""
+    return make_env(compose_config([*BASE, *overrides]))
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path):
+    """Write a scenario YAML (given as text) and return its path."""
+
+    def write(text: str) -> str:
+        path = tmp_path / "scenarios.yaml"
+        path.write_text(textwrap.dedent(text))
+        return str(path)
+
+    return write
