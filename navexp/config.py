@@ -112,15 +112,41 @@ class EnvCfg:
 
 
 @dataclass
+class RewardTermCfg:
+    weight: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class ObsTermCfg:
     enabled: bool = True
     params: dict[str, Any] = field(default_factory=dict)
 
 
+def _default_obs_terms() -> dict[str, ObsTermCfg]:
+    from navexp.obs.terms import OBS_TERMS
+
+    return {
+        name: ObsTermCfg(
+            enabled=OBS_TERMS.get(name).meta["enabled"], params=OBS_TERMS.get(name).default_params()
+        )
+        for name in OBS_TERMS.names()
+    }
+
+
+def _default_reward_terms() -> dict[str, RewardTermCfg]:
+    from navexp.rewards.terms import REWARD_TERMS
+
+    return {
+        name: RewardTermCfg(0.0, REWARD_TERMS.get(name).default_params()) for name in REWARD_TERMS.names()
+    }
+
+
 @dataclass
 class ObsCfg:
-    terms: dict[str, ObsTermCfg] = field(default_factory=dict)
-    """Term name -> enabled/params. The group a term joins follows from its registered provenance."""
+    terms: dict[str, ObsTermCfg] = field(default_factory=_default_obs_terms)
+    """Every registered term with its default enabled flag and params (so each is addressable from the
+    command line). The group a term joins follows from its registered provenance, never from YAML."""
     privileged_enabled: bool = False
     """Critic reads [policy, privileged]; the actor always reads policy only."""
     history_length: int = 1
@@ -128,15 +154,9 @@ class ObsCfg:
 
 
 @dataclass
-class RewardTermCfg:
-    weight: float = 0.0
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class RewardCfg:
-    terms: dict[str, RewardTermCfg] = field(default_factory=dict)
-    """Term name -> weight/params; a weight of 0 skips the term."""
+    terms: dict[str, RewardTermCfg] = field(default_factory=_default_reward_terms)
+    """Every registered term, weight 0 unless a variant sets it (a weight of 0 skips the term)."""
 
 
 @dataclass

@@ -25,6 +25,11 @@ class Term:
         params = list(inspect.signature(self.fn).parameters.values())[1:]
         return f"{self.name}({', '.join(str(p) for p in params)})"
 
+    def default_params(self) -> dict[str, Any]:
+        """The parameters that have defaults, with their default values."""
+        sig = list(inspect.signature(self.fn).parameters.values())[1:]
+        return {p.name: p.default for p in sig if p.default is not inspect.Parameter.empty}
+
     def resolve_params(self, params: Mapping[str, Any] | None, kind: str) -> dict[str, Any]:
         """Merge ``params`` over the function's defaults; raise TypeError on unknown or missing ones."""
         params = dict(params or {})
@@ -41,6 +46,16 @@ class Term:
                 f"{kind} term '{self.name}' needs parameter(s) {missing}; signature: {self.signature}"
             )
         return {p.name: params.get(p.name, p.default) for p in sig}
+
+
+def check_term_keys(kind: str, name: str, tcfg: Any, allowed: tuple[str, ...]) -> None:
+    """Reject keys a term config may not have (Hydra's ``+key=`` can add them past the schema)."""
+    extra = sorted(set(tcfg.keys()) - set(allowed)) if tcfg is not None else []
+    if extra:
+        raise ValueError(
+            f"{kind} term '{name}' config has unknown key(s) {extra}; allowed: {list(allowed)}"
+            + (" (a term's group follows from its provenance, not from YAML)" if "group" in extra else "")
+        )
 
 
 class Registry:

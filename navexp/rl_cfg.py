@@ -26,7 +26,8 @@ def obs_groups(ppo_cfg, privileged_enabled: bool) -> dict[str, list[str]]:
     missing = [g for g in critic if g not in available]
     if missing:
         raise ValueError(
-            f"ppo.critic_obs_groups={critic} names {missing}, not produced by the env (available: {available}; "
+            f"ppo.critic_obs_groups={critic} names {missing}, not produced by the env "
+            f"(available: {available}; "
             f"'privileged' needs obs.privileged_enabled=true)"
         )
     return {"actor": actor, "critic": critic}
@@ -44,8 +45,14 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
     for key in ("num_steps_per_env", "num_learning_epochs", "num_mini_batches", "save_interval"):
         if int(getattr(p, key)) < 1:
             raise ValueError(f"ppo.{key}={getattr(p, key)} is invalid; allowed: an integer >= 1")
-    for key, lo, hi in (("clip_param", 0, 1), ("desired_kl", 0, None), ("learning_rate", 0, None),
-                        ("gamma", 0, 1), ("lam", 0, 1), ("init_std", 0, None)):
+    for key, lo, hi in (
+        ("clip_param", 0, 1),
+        ("desired_kl", 0, None),
+        ("learning_rate", 0, None),
+        ("gamma", 0, 1),
+        ("lam", 0, 1),
+        ("init_std", 0, None),
+    ):
         v = float(getattr(p, key))
         if not (v > lo and (hi is None or v <= hi)):
             raise ValueError(f"ppo.{key}={v} is invalid; allowed: {lo} < value" + (f" <= {hi}" if hi else ""))

@@ -33,7 +33,8 @@ def test_forward_command_at_yaw_90_moves_along_plus_y(scenario_file):
 
 
 def test_worlds_collide_with_their_own_obstacles(scenario_file):
-    """World 0 hits its cylinder (surface 0.7 m ahead, minus 0.2 m radius) within 4 steps; world 1 never does."""
+    """World 0 hits its cylinder (surface 0.7 m ahead, minus 0.2 m radius) within
+    4 steps; world 1 never does."""
     env = build_env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.auto_reset=false")
     assert not torch.equal(env.state.scan_clean[0], env.state.scan_clean[1])
     collided_at = None
@@ -64,15 +65,26 @@ def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged():
     for _ in range(3):
         env.step(torch.rand(4, 3, generator=torch.Generator().manual_seed(0)) * 2 - 1)
     before = {
-        "qpos": env.sim.qpos.clone(), "qvel": env.sim.qvel.clone(), "scan": env.state.scan_clean.clone(),
-        "goal": env.layout.goal_xy.clone(), "obst": env.layout.cyl_xy.clone(),
-        "obs": env.get_observations()["policy"].clone(), "len": env.episode_length_buf.clone(),
+        "qpos": env.sim.qpos.clone(),
+        "qvel": env.sim.qvel.clone(),
+        "scan": env.state.scan_clean.clone(),
+        "goal": env.layout.goal_xy.clone(),
+        "obst": env.layout.cyl_xy.clone(),
+        "obs": env.get_observations()["policy"].clone(),
+        "len": env.episode_length_buf.clone(),
     }
     env.reset(torch.tensor([1, 3]))
     keep, reset = [0, 2], [1, 3]
     for name, old in before.items():
-        new = {"qpos": env.sim.qpos, "qvel": env.sim.qvel, "scan": env.state.scan_clean, "goal": env.layout.goal_xy,
-               "obst": env.layout.cyl_xy, "obs": env.get_observations()["policy"], "len": env.episode_length_buf}[name]
+        new = {
+            "qpos": env.sim.qpos,
+            "qvel": env.sim.qvel,
+            "scan": env.state.scan_clean,
+            "goal": env.layout.goal_xy,
+            "obst": env.layout.cyl_xy,
+            "obs": env.get_observations()["policy"],
+            "len": env.episode_length_buf,
+        }[name]
         assert torch.equal(new[keep], old[keep]), name
     assert not torch.equal(env.layout.goal_xy[reset], before["goal"][reset])
     assert (env.episode_length_buf[reset] == 0).all() and (env.sim.qvel[reset] == 0).all()
@@ -111,7 +123,7 @@ def test_same_seed_same_episode_different_seed_different():
         return start, torch.stack(obs), env.sim.qpos.clone()
 
     a, b, c = rollout(7), rollout(7), rollout(8)
-    for x, y in zip(a[0], b[0]):
+    for x, y in zip(a[0], b[0], strict=True):
         assert torch.equal(x, y)
     assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
     assert not torch.equal(a[0][1], c[0][1])
@@ -127,8 +139,12 @@ def test_non_finite_state_stops_with_the_worlds_named():
 
 def test_constraint_buffer_overflow_is_reported(scenario_file):
     """With one constraint row per world a contact (4 pyramid rows) overflows njmax: the step raises."""
-    env = build_env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.sim.njmax_per_world=1",
-                    "env.auto_reset=false")
+    env = build_env(
+        "env.num_envs=2",
+        f"env.scenarios={scenario_file(TWO_WORLDS)}",
+        "env.sim.njmax_per_world=1",
+        "env.auto_reset=false",
+    )
     with pytest.raises(RuntimeError, match="njmax"):
         for _ in range(8):
             env.step(FORWARD.repeat(2, 1))

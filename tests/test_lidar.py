@@ -38,7 +38,9 @@ def test_walls_read_their_distance_in_every_direction(scenario_file):
     env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.max_range_m=10.0")
     scan = env.state.scan_clean[0]
     angles = torch.arange(72) * (2 * math.pi / 72)
-    expected = torch.minimum(4.0 / angles.cos().abs().clamp_min(1e-9), 4.0 / angles.sin().abs().clamp_min(1e-9))
+    expected = torch.minimum(
+        4.0 / angles.cos().abs().clamp_min(1e-9), 4.0 / angles.sin().abs().clamp_min(1e-9)
+    )
     assert torch.allclose(scan, expected, atol=1e-3)
     # Off centre at (1, -2.5): forward wall 3.0 m, back 5.0 m, left 6.5 m, right 1.5 m.
     off = env.state.scan_clean[3]
@@ -53,7 +55,8 @@ def test_cylinder_and_box_at_known_positions(scenario_file):
     assert abs(scan[LEFT].item() - 1.70) < 1e-3
     assert abs(scan[BACK].item() - 4.00) < 1e-3
     assert abs(scan[RIGHT].item() - 4.00) < 1e-3
-    # A beam 10 deg off the axis meets the cylinder later than the centre beam: 2cos10 - sqrt(.25 - (2sin10)^2).
+    # A beam 10 deg off the axis meets the cylinder later than the centre beam:
+    # 2 cos10 - sqrt(0.25 - (2 sin10)^2).
     a = math.radians(10)
     assert abs(scan[2].item() - (2 * math.cos(a) - math.sqrt(0.25 - (2 * math.sin(a)) ** 2))) < 1e-3
 
@@ -80,7 +83,9 @@ def test_misses_read_max_range_and_the_robot_never_sees_itself(scenario_file):
 
 def test_noise_only_on_the_policy_scan(scenario_file):
     """range_noise_std_m perturbs state.scan but not state.scan_clean; both stay within [0, max]."""
-    env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.range_noise_std_m=0.05")
+    env = build_env(
+        "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.range_noise_std_m=0.05"
+    )
     s = env.state
     diff = s.scan - s.scan_clean
     assert 0.02 < diff[1:, :].std().item() < 0.08

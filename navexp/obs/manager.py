@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from navexp.obs.terms import GROUP_OF, OBS_TERMS
+from navexp.registry import check_term_keys
 from navexp.state import EnvDims, NavState
 
 
@@ -31,6 +32,7 @@ def resolve_obs_terms(obs_cfg, dims: EnvDims) -> dict[str, list[BoundObsTerm]]:
     for name in OBS_TERMS.names():
         term = OBS_TERMS.get(name)
         tcfg = obs_cfg.terms.get(name)
+        check_term_keys("observation", name, tcfg, ("enabled", "params"))
         enabled = tcfg.enabled if tcfg is not None else term.meta["enabled"]
         params = term.resolve_params(tcfg.params if tcfg is not None else None, "observation")
         group = GROUP_OF[term.meta["provenance"]]

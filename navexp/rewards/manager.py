@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from navexp.registry import check_term_keys
 from navexp.rewards.terms import REWARD_TERMS
 from navexp.state import NavState
 
@@ -24,6 +25,7 @@ def resolve_reward_terms(reward_cfg, position_window: int) -> list[BoundRewardTe
     terms = []
     for name, tcfg in reward_cfg.terms.items():
         term = REWARD_TERMS.get(name)  # KeyError listing the available terms
+        check_term_keys("reward", name, tcfg, ("weight", "params"))
         params = term.resolve_params(tcfg.params, "reward")
         key = term.meta["needs_window"]
         if key is not None:

@@ -1,0 +1,198 @@
+"""Observation groups, config composition and validation."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import build_env
+from hydra.errors import ConfigCompositionException
+
+from navexp import compose_config, make_env
+from navexp.api import CONFIG_DIR
+from navexp.obs.manager import ObservationManager
+from navexp.rl_cfg import build_train_cfg
+
+
+def variants(group: str) -> list[str]:
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+def test_default_widths_policy_78_privileged_76():
+    """nav: policy 72 + 3 + 2 + 1 = 78. asymmetric adds privileged 1 + 72 + 1 + 2 = 76."""
+    env = build_env("env.num_envs=2", "obs=asymmetric")
+    obs = env.get_observations()
+    assert obs["policy"].shape == (2, 78) and obs["privileged"].shape == (2, 76)
+    assert env.obs_manager.layout()["policy"] == [
+        ("lidar", 72),
+        ("goal_polar", 3),
+        ("vel_body", 2),
+        ("omega", 1),
+    ]
+    assert build_train_cfg(env.cfg)["obs_groups"] == {"actor": ["policy"], "critic": ["policy", "privileged"]}
+    sym = build_env("env.num_envs=2")
+    assert set(sym.get_observations().keys()) == {"policy"}
+
+
+def test_groups_are_zeros_of_declared_width_before_any_step():
+    """A fresh manager (history 2, action_prev on) returns zeros of (78 + 3) * 2 = 162 columns."""
+    cfg = compose_config(["obs.history_length=2", "obs.terms.action_prev.enabled=true"])
+    env_dims = __import__("navexp.state", fromlist=["EnvDims"]).EnvDims(72, 6.0, 1.5, 2.0, 3, 25, 4.0, 4.0)
+    m = ObservationManager(cfg.obs, env_dims, 3, torch.device("cpu"))
+    z = m.zeros()
+    assert z["policy"].shape == (3, 162) and not z["policy"].any()
+
+
+def test_history_stacks_frames_and_restarts_on_reset():
+    """history 3: the policy group is 3 x 78 wide; right after reset all three frames are the same."""
+    env = build_env("env.num_envs=2", "obs.history_length=3")
+    obs = env.get_observations()["policy"].view(2, 3, 78)
+    assert torch.equal(obs[:, 0], obs[:, 2])
+    env.step(torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    obs2 = env.get_observations()["policy"].view(2, 3, 78)
+    assert torch.equal(obs2[:, 1], obs[:, 2])  # the previous newest frame moved back one slot
+    assert not torch.equal(obs2[:, 2], obs2[:, 1])  # moving changed the newest frame (velocity)
+
+
+def test_a_term_returning_the_wrong_width_is_an_error():
+    """A silent extra column must fail, not broadcast: declared 71 but lidar returns 72."""
+    env = build_env("env.num_envs=2")
+    env.obs_manager.groups["policy"][0].width = 71
+    with pytest.raises(RuntimeError, match=r"'lidar' returned shape \(2, 72\), declared \(2, 71\)"):
+        env.step(torch.zeros(2, 3))
+
+
+def test_sim_only_group_in_the_actor_is_a_hard_error():
+    cfg = compose_config(["obs=asymmetric", "ppo.actor_obs_groups=[policy,privileged]"])
+    with pytest.raises(ValueError, match=r"actor may only read deployable groups \['policy'\]"):
+        build_train_cfg(cfg)
+
+
+def test_yaml_cannot_move_a_term_to_another_group():
+    """ObsTermCfg has only enabled and params: a 'group' key fails at compose time, and forced in with '+'
+    it fails when the env is built."""
+    with pytest.raises(ConfigCompositionException):
+        compose_config(["obs.terms.lidar.group=privileged"])
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['group'\].*follows from its provenance"):
+        make_env(compose_config(["+obs.terms.lidar.group=privileged"]))
+
+
+@pytest.mark.parametrize(
+    "env_v,obs_v,reward_v",
+    list(itertools.product(variants("env"), variants("obs"), variants("reward"))),
+)
+def test_every_variant_composes_and_builds(env_v, obs_v, reward_v):
+    """Every env x obs x reward variant builds a NavEnv and takes one finite step."""
+    env = make_env(
+        compose_config(
+            [f"env={env_v}", f"obs={obs_v}", f"reward={reward_v}", "env.num_envs=2", "env.device=cpu"]
+        )
+    )
+    obs, rew, done, extras = env.step(torch.zeros(2, 3))
+    assert obs["policy"].shape == (2, 78) and torch.isfinite(rew).all()
+
+
+def test_bcppo_is_the_design_table():
+    """reward=bcppo: the shared design table, weights and params exactly."""
+    t = compose_config(["reward=bcppo"]).reward.terms
+    weights = {k: v.weight for k, v in t.items()}
+    assert weights == {
+        "goal": 15.0,
+        "progress": 2.0,
+        "face_goal": 0.05,
+        "time": -0.02,
+        "near_obstacle": -0.08,
+        "action_smooth": -0.02,
+        "backward": -0.05,
+        "stuck": -0.03,
+        "collision": -12.0,
+        "timeout": -4.0,
+        "out_of_bounds": 0.0,
+    }
+    assert t.near_obstacle.params.safe_dist == 0.25 and t.backward.params.thresh == -0.05
+    assert t.stuck.params.window == 25 and t.stuck.params.min_move == 0.30
+
+
+@pytest.mark.parametrize("override", ["env.num_env=4", "reward.terms.collision.wieght=-5", "ppo.clip=0.1"])
+def test_misspelled_keys_fail_at_compose_time(override):
+    with pytest.raises(ConfigCompositionException):
+        compose_config([override])
+
+
+def test_misspelled_group_option_lists_the_valid_ones():
+    with pytest.raises(ConfigCompositionException, match="(?s)bcpo.*bcppo"):
+        compose_config(["reward=bcpo"])
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("env.num_envs=0", "num_envs=0 is invalid; allowed: an integer >= 1"),
+        ("env.room.size_x_m=-1", "room.size_x_m=-1.0 is invalid"),
+        ("env.obstacles.cylinder_count=[2,9]", "max <= obstacles.cylinder_slots"),
+        ("env.goal_radius_m=5.0", "goal_radius_m=5.0 is invalid"),
+        ("env.lidar.num_beams=0", "lidar.num_beams=0 is invalid"),
+        ("env.device=tpu", "device='tpu' is invalid; allowed: auto | cpu | cuda | cuda:N"),
+        ("env.obstacles.box_half_size_m=[0.5,0.1]", "box_half_size_m=\\[0.5, 0.1\\] is invalid"),
+    ],
+)
+def test_impossible_env_config_fails_before_the_sim_is_built(override, message):
+    with pytest.raises(ValueError, match=message):
+        make_env(compose_config([override]))
+
+
+def test_unknown_obs_term_lists_the_available_ones():
+    """On the command line a misspelled term fails at compose time; in code it lists the registry."""
+    with pytest.raises(ConfigCompositionException):
+        compose_config(["obs.terms.lidarr.enabled=true"])
+    from omegaconf import OmegaConf
+
+    from navexp.state import EnvDims
+
+    cfg = OmegaConf.create(
+        {"terms": {"lidarr": {"enabled": True}}, "privileged_enabled": False, "history_length": 1}
+    )
+    with pytest.raises(KeyError, match="unknown observation term 'lidarr'.*'lidar'"):
+        ObservationManager(cfg, EnvDims(72, 6.0, 1.5, 2.0, 3, 25, 4.0, 4.0), 1, torch.device("cpu"))
+
+
+def test_any_registered_term_can_be_weighted_from_the_command_line():
+    """reward=sparse has no near_obstacle weight, but every registered term is addressable."""
+    cfg = compose_config(
+        ["reward=sparse", "reward.terms.near_obstacle.weight=-0.1", "reward.terms.stuck.params.window=10"]
+    )
+    assert cfg.reward.terms.near_obstacle.weight == -0.1 and cfg.reward.terms.stuck.params.window == 10
+    assert cfg.reward.terms.progress.weight == 0.0
+
+
+def test_timeouts_appear_only_in_time_outs(scenario_file):
+    """0.5 s episodes (5 steps of 0.1 s): the standing world times out at step 5;
+    the moving one collides first."""
+    path = scenario_file("""
+    scenarios:
+      - {name: stand, robot: {x: 0.0, y: 0.0}, goal: {x: 3.0, y: 3.0}}
+      - name: crash
+        robot: {x: 0.0, y: 0.0}
+        goal: {x: -3.0, y: 3.0}
+        obstacles: [{kind: cylinder, x: 0.75, y: 0.0, radius: 0.3}]
+    """)
+    env = build_env(
+        "env.num_envs=2", f"env.scenarios={path}", "env.episode_length_s=0.5", "env.auto_reset=false"
+    )
+    assert env.max_episode_length == 5
+    act = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    outs = [env.step(act) for _ in range(5)]
+    dones = torch.stack([o[2] for o in outs])
+    time_outs = torch.stack([o[3]["time_outs"] for o in outs])
+    assert dones[:, 0].tolist() == [0, 0, 0, 0, 1] and time_outs[:, 0].tolist() == [0, 0, 0, 0, 1]
+    assert dones[:, 1].sum() == 1 and time_outs[:, 1].sum() == 0  # the collision is a termination
+    assert env.state.reason.tolist() == [4, 2]
+    # Held worlds keep their final pose and reason until reset.
+    pose = env.state.pos_xy.clone()
+    _, rew, done, _ = env.step(torch.ones(2, 3))
+    assert torch.allclose(env.state.pos_xy, pose, atol=1e-4) and env.state.reason.tolist() == [4, 2]
+    assert rew.tolist() == [0.0, 0.0] and done.tolist() == [0, 0]
+    env.reset()
+    assert env.state.reason.tolist() == [0, 0]
