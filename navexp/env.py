@@ -28,6 +28,9 @@ from navexp.state import REASONS, SUCCESS, EnvDims, NavState
 class NavEnv(VecEnv):
     """LiDAR navigation in ``num_envs`` parallel MuJoCo Warp worlds (rsl_rl VecEnv contract)."""
 
+    OUTCOME_WINDOW = 1000
+    """Episodes kept for the rolling success rate."""
+
     def __init__(self, cfg) -> None:
         """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``."""
         env_cfg = cfg.env
@@ -88,6 +91,8 @@ class NavEnv(VecEnv):
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
         """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
+        self._outcomes = torch.zeros(self.OUTCOME_WINDOW, device=dev)
+        self._outcome_count = 0
         self._obs = self.obs_manager.zeros()
         self.reset()
 
@@ -238,9 +243,22 @@ class NavEnv(VecEnv):
         for code, name in enumerate(REASONS):
             if code:
                 log[f"Episode_Termination/{name}"] = (reason == code).float()
-        log["Metrics/success_rate"] = (reason == SUCCESS).float()
+        success = (reason == SUCCESS).float()
+        log["Metrics/success_rate"] = success
+        self._record_outcomes(success)
         log["Metrics/episode_length_s"] = self.episode_length_buf[ended].float() * self.control_dt
         return log
+
+    def _record_outcomes(self, success: torch.Tensor) -> None:
+        k = min(success.numel(), self.OUTCOME_WINDOW)
+        idx = (self._outcome_count + torch.arange(k, device=self.device)) % self.OUTCOME_WINDOW
+        self._outcomes[idx] = success[-k:]
+        self._outcome_count += k
+
+    def recent_success_rate(self) -> float:
+        """Success fraction of the last OUTCOME_WINDOW finished episodes (nan before the first)."""
+        n = min(self._outcome_count, self.OUTCOME_WINDOW)
+        return float(self._outcomes[:n].mean()) if n else float("nan")
 
     def _check_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
         if not self.env_cfg.check_finite:

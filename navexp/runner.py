@@ -1,0 +1,124 @@
+"""rsl_rl's OnPolicyRunner with what a long run needs: atomic checkpoints that carry the observation
+layout, a guard against non-finite losses, a one-line progress report, and resume that continues the
+iteration count. PPO, the models and the logging stack stay rsl_rl's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from rsl_rl.runners import OnPolicyRunner
+
+from navexp.checkpoint import save_atomic
+
+
+class NonFiniteLossError(FloatingPointError):
+    """PPO produced a NaN/inf loss; training stops before a bad checkpoint is written."""
+
+
+class NavRunner(OnPolicyRunner):
+    """OnPolicyRunner + atomic saves with navexp infos + finite-loss guard + progress line."""
+
+    def __init__(
+        self, env, train_cfg: dict, log_dir: str | None, device: str, infos: dict, quiet: bool = False
+    ) -> None:
+        super().__init__(env, train_cfg, log_dir, device)
+        self.infos = infos
+        self.quiet = quiet
+        self.last_checkpoint: str | None = None
+        self.total_iterations = 0
+        self._last_logged_it: int | None = None
+        self._t_start = time.time()
+        # rsl_rl records the git state of its own install by default; record this project's instead.
+        self.logger.git_status_repos = [str(Path(__file__).resolve().parent)]
+        self._guard_update()
+        self._wrap_logger()
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def save(self, path: str, infos: dict | None = None) -> None:
+        """Write the rsl_rl checkpoint atomically, with the observation layout and config in ``infos``."""
+        saved = self.alg.save()
+        saved["iter"] = self.current_learning_iteration
+        saved["infos"] = {**self.infos, **(infos or {})}
+        save_atomic(saved, path)
+        self.last_checkpoint = path
+        self.logger.save_model(path, self.current_learning_iteration)
+
+    def load_for_resume(self, ckpt: dict) -> None:
+        """Restore weights, normalizers, optimizer, adaptive learning rate; go on after its iteration."""
+        self.alg.load(ckpt, None, strict=True)
+        self.current_learning_iteration = int(ckpt["iter"]) + 1
+        self.last_checkpoint = ckpt.get("_path")
+
+    # -- guards and reporting ---------------------------------------------------------------
+    def _guard_update(self) -> None:
+        update = self.alg.update
+
+        def guarded_update() -> dict:
+            losses = update()
+            bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
+            params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
+            if bad or not params_ok:
+                it = (
+                    self.current_learning_iteration
+                    if self._last_logged_it is None
+                    else self._last_logged_it + 1
+                )
+                raise NonFiniteLossError(
+                    f"non-finite PPO loss at iteration {it}: {bad or 'actor parameters'}; "
+                    f"last finite checkpoint: {self.last_checkpoint or 'none written yet'}"
+                )
+            return losses
+
+        self.alg.update = guarded_update
+
+    def _wrap_logger(self) -> None:
+        log = self.logger.log
+
+        def log_with_progress(**kwargs) -> None:
+            # rsl_rl's multi-line block goes to a buffer; its TensorBoard/W&B writes are unchanged.
+            with contextlib.redirect_stdout(io.StringIO()):
+                log(**kwargs)
+            self._last_logged_it = kwargs["it"]
+            self._progress(**kwargs)
+
+        self.logger.log = log_with_progress
+
+    def _progress(
+        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **_
+    ) -> None:
+        lg = self.logger
+        steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+        done = it + 1 - start_it
+        elapsed = time.time() - self._t_start
+        eta = elapsed / max(done, 1) * (total_it - it - 1)
+        reward = statistics.mean(lg.rewbuffer) if lg.rewbuffer else float("nan")
+        succ = self.env.recent_success_rate()
+        if lg.writer is not None:
+            lg.writer.add_scalar("Perf/collect_steps_per_s", steps / max(collect_time, 1e-9), it)
+            lg.writer.add_scalar("Metrics/success_rate_recent", succ, it)
+        if not self.quiet:
+            print(
+                f"[navexp] it {it + 1:>5}/{total_it} | {steps / (collect_time + learn_time):8.0f} steps/s "
+                f"(collect {collect_time:.2f}s, learn {learn_time:.2f}s) | ETA "
+                f"{datetime.timedelta(seconds=int(eta))} | reward {reward:7.2f} | success {succ:5.1%}",
+                flush=True,
+            )
+
+    def checkpoint_path(self) -> str:
+        return os.path.join(str(self.logger.log_dir), f"model_{self.current_learning_iteration}.pt")
+
+
+def latest_checkpoint_in(run_dir: Path) -> Path | None:
+    from navexp.checkpoint import find_checkpoints
+
+    found = find_checkpoints(run_dir)
+    return found[-1] if found else None
