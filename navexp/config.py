@@ -216,6 +216,57 @@ class EvalCfg:
 
 
 @dataclass
+class PruningCfg:
+    enabled: bool = False
+    """Report the rolling training success rate to the study and stop hopeless trials early."""
+    interval: int = 5
+    """Iterations between reports."""
+    n_startup_trials: int = 3
+    """No pruning until this many trials have finished (optuna MedianPruner)."""
+    n_warmup_steps: int = 10
+    """No pruning before this iteration within a trial."""
+
+
+@dataclass
+class SweepCfg:
+    """Optuna study settings, read by navexp's sweeper when ``hydra/sweeper=optuna`` (see README)."""
+
+    space: str = "default"
+    """Search space: sweeps/<space>.yaml."""
+    study_name: str | None = None
+    """Default: <experiment_name>_<space>. Re-running with the same name continues the study."""
+    storage: str | None = None
+    """Optuna storage URL; default sqlite:///outputs/studies/<study_name>.db."""
+    n_trials: int | None = None
+    """Finished trials the study should reach (a re-run only adds the missing ones); default 50 on a GPU,
+    10 on a CPU."""
+    n_jobs: int = 1
+    """Trials launched per batch (run in parallel with hydra/launcher=joblib)."""
+    sampler_seed: int = 0
+    max_failure_rate: float = 0.5
+    """Abort when failed / finished trials exceeds this (checked after each batch, from 3 finished trials)."""
+    objectives: list[str] = field(default_factory=lambda: ["success_rate"])
+    """success_rate (maximize); two or more -> multi-objective, e.g. [success_rate, mean_time_to_goal_s]."""
+    heartbeat_interval_s: int = 30
+    """Running trials beat this often; a re-run marks trials silent for 2 intervals as failed."""
+    trial_overrides_cpu: list[str] = field(
+        default_factory=lambda: [
+            "env.num_envs=128",
+            "ppo.max_iterations=40",
+            "ppo.save_interval=20",
+            "eval.num_episodes=100",
+        ]
+    )
+    """Applied to every trial on a CPU (about 2 minutes each) unless the command line sets the key."""
+    trial_overrides_gpu: list[str] = field(default_factory=lambda: ["ppo.max_iterations=300"])
+    pruning: PruningCfg = field(default_factory=PruningCfg)
+    trial_id: int | None = None
+    """Set by the sweeper for each trial (storage id); not for users."""
+    trial_number: int | None = None
+    """Set by the sweeper for each trial; not for users."""
+
+
+@dataclass
 class ExperimentCfg:
     env: EnvCfg = field(default_factory=EnvCfg)
     obs: ObsCfg = field(default_factory=ObsCfg)
@@ -223,6 +274,7 @@ class ExperimentCfg:
     ppo: PpoCfg = field(default_factory=PpoCfg)
     logger: LoggerCfg = field(default_factory=LoggerCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)
+    sweep: SweepCfg = field(default_factory=SweepCfg)
     seed: int = 42
     experiment_name: str = "navexp"
     resume: str | None = None
@@ -231,8 +283,33 @@ class ExperimentCfg:
     """auto | gpu | cpu: auto picks the GPU reference setup with CUDA, else the CPU-sized one."""
 
 
+SWEEPER_TARGETS = {
+    "optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper",
+    "basic": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+}
+
+
+def _sweeper_target(*, _root_: Any) -> str:
+    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``.
+
+    Hydra rejects an app YAML that shadows the plugin's ``hydra/sweeper/optuna`` config, and a search
+    space under ``hydra.sweeper.params`` breaks the basic sweeper; resolving only ``_target_`` (a key
+    every sweeper config has) by the chosen option keeps both ``-m seed=1,2`` and
+    ``-m hydra/sweeper=optuna`` working.
+    """
+    choice = _root_.hydra.runtime.choices.get("hydra/sweeper")
+    if choice not in SWEEPER_TARGETS:
+        raise ValueError(
+            f"hydra/sweeper={choice!r} is not supported here; allowed: {sorted(SWEEPER_TARGETS)}"
+        )
+    return SWEEPER_TARGETS[choice]
+
+
 def register_configs() -> None:
     """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("navexp_sweeper_target", _sweeper_target, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)

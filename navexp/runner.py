@@ -37,6 +37,8 @@ class NavRunner(OnPolicyRunner):
         self.total_iterations = 0
         self._last_logged_it: int | None = None
         self._t_start = time.time()
+        self.iteration_callbacks: list = []
+        """Called as fn(iteration, rolling success rate) after each iteration; may raise to stop."""
         # rsl_rl records the git state of its own install by default; record this project's instead.
         self.logger.git_status_repos = [str(Path(__file__).resolve().parent)]
         self._guard_update()
@@ -89,6 +91,8 @@ class NavRunner(OnPolicyRunner):
                 log(**kwargs)
             self._last_logged_it = kwargs["it"]
             self._progress(**kwargs)
+            for fn in self.iteration_callbacks:
+                fn(kwargs["it"], self.env.recent_success_rate())
 
         self.logger.log = log_with_progress
 

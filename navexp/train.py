@@ -53,8 +53,11 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quiet: bool = False) -> float:
-    """Train, evaluate and return the evaluation success rate."""
+def run(
+    cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quiet: bool = False
+) -> float | list[float]:
+    """Train, evaluate and return the objective: the evaluation success rate (or the values of
+    ``sweep.objectives`` when a study asks for several)."""
     from navexp.checkpoint import check_compatible, load_checkpoint
     from navexp.env import NavEnv
     from navexp.evaluate import evaluate_policy
@@ -63,6 +66,7 @@ def run(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quie
     from navexp.rl_cfg import build_train_cfg
     from navexp.runner import NavRunner
     from navexp.sim.warp_backend import resolve_device
+    from navexp.sweep.trial import objective, pruning_callback, record_metrics
 
     device = resolve_device(str(cfg.env.device))
     size = resolve_size(str(cfg.size), device)
@@ -106,6 +110,9 @@ def run(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quie
     runner = NavRunner(env, train_cfg, str(run_dir), device, infos, quiet=quiet)
     if ckpt is not None:
         runner.load_for_resume(ckpt)
+    prune = pruning_callback(cfg)
+    if prune is not None:
+        runner.iteration_callbacks.append(prune)
     remaining = int(cfg.ppo.max_iterations) - runner.current_learning_iteration
     old = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
@@ -134,9 +141,10 @@ def run(cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quie
             f"timeout {metrics['timeout_rate']:.1%} -> {run_dir}/eval.json"
         )
         _log_final(writer, cfg, metrics, runner.current_learning_iteration)
+        record_metrics(cfg, metrics, str(run_dir))
     if hasattr(writer, "finish"):
         writer.finish()
-    return float(metrics["success_rate"])
+    return objective(cfg, metrics)
 
 
 def _log_final(writer, cfg: DictConfig, metrics: dict, it: int) -> None:
@@ -154,7 +162,7 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int) -> None:
 
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float:
+def main(cfg: DictConfig) -> float | list[float]:
     hc = HydraConfig.get()
     return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
 

@@ -1,0 +1,83 @@
+"""Inside a trial: the objective from the evaluation, metrics into the study, early stopping (pruning).
+
+The plugin passes no trial object to the job; the sweeper passes ``sweep.trial_id`` and the storage
+instead, so the job loads the study and reports to its own trial.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from omegaconf import DictConfig
+
+
+def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
+    """success_rate for one objective; the list of ``sweep.objectives`` values otherwise.
+
+    mean_time_to_goal_s / mean_path_length_m of a policy with no success are taken as the episode
+    length / the room's diagonal walked 3 times (the worst values), so the objective stays finite.
+    """
+    names = list(cfg.sweep.objectives)
+    worst = {
+        "mean_time_to_goal_s": float(cfg.env.episode_length_s),
+        "mean_path_length_m": 3.0 * math.hypot(cfg.env.room.size_x_m, cfg.env.room.size_y_m),
+    }
+    values = []
+    for name in names:
+        v = metrics.get(name)
+        values.append(float(worst.get(name, float("nan")) if v is None else v))
+    return values[0] if len(values) == 1 else values
+
+
+def _trial(cfg: DictConfig):
+    import optuna
+
+    sw = cfg.sweep
+    pruner = optuna.pruners.MedianPruner(
+        n_startup_trials=int(sw.pruning.n_startup_trials), n_warmup_steps=int(sw.pruning.n_warmup_steps)
+    )
+    study = optuna.load_study(study_name=str(sw.study_name), storage=str(sw.storage), pruner=pruner)
+    return optuna.trial.Trial(study, int(sw.trial_id))
+
+
+def pruning_callback(cfg: DictConfig) -> Callable[[int, float], None] | None:
+    """A per-iteration callback that reports the rolling success rate and raises TrialPruned when told.
+
+    The study then records the trial's intermediate values and the state PRUNED. None outside a sweep
+    or with ``sweep.pruning.enabled=false``.
+    """
+    if cfg.sweep.trial_id is None or not cfg.sweep.pruning.enabled or len(cfg.sweep.objectives) > 1:
+        return None
+    import optuna
+
+    trial = _trial(cfg)
+    interval = int(cfg.sweep.pruning.interval)
+
+    def report(it: int, success_rate: float) -> None:
+        if (it + 1) % interval or not math.isfinite(success_rate):
+            return
+        trial.report(success_rate, step=it)
+        if trial.should_prune():
+            raise optuna.TrialPruned(f"pruned at iteration {it} with rolling success {success_rate:.3f}")
+
+    return report
+
+
+def record_metrics(cfg: DictConfig, metrics: dict, run_dir: str) -> None:
+    """Store the evaluation metrics and run directory as user attributes of the trial."""
+    if cfg.sweep.trial_id is None:
+        return
+    trial = _trial(cfg)
+    trial.set_user_attr("run_dir", run_dir)
+    for key in (
+        "success_rate",
+        "collision_rate",
+        "timeout_rate",
+        "out_of_bounds_rate",
+        "mean_time_to_goal_s",
+        "mean_path_length_m",
+        "num_episodes",
+    ):
+        if metrics.get(key) is not None:
+            trial.set_user_attr(key, metrics[key])
