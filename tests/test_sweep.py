@@ -47,7 +47,7 @@ def load(tmp_path: Path) -> optuna.Study:
 
 
 def test_default_study_runs_reports_and_continues(tmp_path):
-    """3 trials of the default space: stored with all 8 parameters and values; a re-run with n_trials=4 adds one."""
+    """3 trials of the default space: stored with all 8 parameters and values; re-runs continue the study."""
     sweep(tmp_path, "hydra/sweeper=optuna", "sweep.n_trials=3")
     study = load(tmp_path)
     trials = study.trials
@@ -77,7 +77,7 @@ def test_default_study_runs_reports_and_continues(tmp_path):
 
 
 def test_nan_objective_and_crashing_trials_keep_the_study_alive(tmp_path):
-    """Grid over eval on/off x beams 72/0: eval off returns NaN, 0 beams crashes; both are FAIL, study ends."""
+    """Grid over eval on/off x beams 72/0: eval off returns NaN, 0 beams crashes; both FAIL, study ends."""
     space = tmp_path / "space.yaml"
     space.write_text("eval.enabled: choice(true, false)\nenv.lidar.num_beams: choice(72, 0)\n")
     sweep(
