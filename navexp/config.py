@@ -213,6 +213,8 @@ class EvalCfg:
     layout_seed_offset: int = 1_000_003
     """Held-out layouts: training never uses this offset."""
     enabled: bool = True
+    plot_episodes: int = 16
+    """Episodes of the final evaluation drawn (run_dir/plots/, TensorBoard and W&B); 0 = none."""
 
 
 @dataclass

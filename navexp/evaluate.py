@@ -50,22 +50,23 @@ def eval_env_cfg(cfg: DictConfig) -> DictConfig:
 
 
 @torch.inference_mode()
-def evaluate_policy(policy, cfg: DictConfig, env=None) -> dict:
-    """Roll out ``policy`` (obs TensorDict -> actions) for cfg.eval.num_episodes episodes.
+def run_episodes(
+    policy, env, total: int, on_round=None, on_step=None
+) -> tuple[list[int], list[float], list[float]]:
+    """Roll ``policy`` (obs TensorDict -> actions) out for ``total`` episodes on an ``auto_reset=False`` env.
 
     Every world runs one episode per round and is held when it ends; the last round only counts its
-    first ``remaining`` worlds, so each episode is counted exactly once.
+    first ``remaining`` worlds, so each episode is counted exactly once. ``on_round(env)`` runs after
+    each round's reset and ``on_step(env, active)`` after each step (for recording). Returns the end
+    reason, duration (s) and path length (m) of each episode.
     """
-    from navexp.env import NavEnv
-
-    cfg = eval_env_cfg(cfg)
-    env = env or NavEnv(cfg)
-    total = int(cfg.eval.num_episodes)
     reasons, times, paths = [], [], []
     first_round = True
     while len(reasons) < total:
         obs = env.get_observations() if first_round else env.reset()
         first_round = False
+        if on_round is not None:
+            on_round(env)
         n = env.num_envs
         path = torch.zeros(n, device=env.device)
         steps = torch.zeros(n, dtype=torch.long, device=env.device)
@@ -75,13 +76,24 @@ def evaluate_policy(policy, cfg: DictConfig, env=None) -> dict:
             obs, _, _, _ = env.step(policy(obs))
             path += (env.state.pos_xy - prev).norm(dim=-1) * active
             steps += active.long()
+            if on_step is not None:
+                on_step(env, active)
             if bool(env.held.all()):
                 break
         take = min(n, total - len(reasons))
         reasons += env.state.reason[:take].tolist()
         times += (steps[:take].float() * env.control_dt).tolist()
         paths += path[:take].tolist()
-    return summarize(reasons, times, paths)
+    return reasons, times, paths
+
+
+def evaluate_policy(policy, cfg: DictConfig, env=None) -> dict:
+    """Score ``policy`` over ``cfg.eval.num_episodes`` held-out episodes (see run_episodes)."""
+    from navexp.env import NavEnv
+
+    cfg = eval_env_cfg(cfg)
+    env = env or NavEnv(cfg)
+    return summarize(*run_episodes(policy, env, int(cfg.eval.num_episodes)))
 
 
 def summarize(reasons: list[int], times: list[float], paths: list[float]) -> dict:

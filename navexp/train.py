@@ -60,7 +60,6 @@ def run(
     ``sweep.objectives`` when a study asks for several)."""
     from navexp.checkpoint import check_compatible, load_checkpoint
     from navexp.env import NavEnv
-    from navexp.evaluate import evaluate_policy
     from navexp.presets import apply_size_preset, resolve_size
     from navexp.repro import seed_everything, write_run_record
     from navexp.rl_cfg import build_train_cfg
@@ -132,7 +131,7 @@ def run(
     write_run_record(run_dir, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
-        metrics = evaluate_policy(runner.get_inference_policy(device), cfg)
+        metrics, figures = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
         metrics["checkpoint"] = runner.last_checkpoint
         (run_dir / "eval.json").write_text(json.dumps(metrics, indent=2))
         print(
@@ -140,16 +139,40 @@ def run(
             f"success {metrics['success_rate']:.1%}, collision {metrics['collision_rate']:.1%}, "
             f"timeout {metrics['timeout_rate']:.1%} -> {run_dir}/eval.json"
         )
-        _log_final(writer, cfg, metrics, runner.current_learning_iteration)
+        _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures)
         record_metrics(cfg, metrics, str(run_dir))
     if hasattr(writer, "finish"):
         writer.finish()
     return objective(cfg, metrics)
 
 
-def _log_final(writer, cfg: DictConfig, metrics: dict, it: int) -> None:
+def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict]:
+    """The final evaluation, recorded: metrics plus trajectory figures (also saved under plots/)."""
+    import torch
+
+    from navexp.env import NavEnv
+    from navexp.evaluate import eval_env_cfg
+    from navexp.play import record_episodes, scene_info, write_plots
+    from navexp.plots import grid_figure
+
+    ecfg = eval_env_cfg(cfg)
+    env = NavEnv(ecfg)
+    with torch.inference_mode():
+        episodes, metrics = record_episodes(policy, env, int(ecfg.eval.num_episodes))
+    figures = {}
+    if int(cfg.eval.plot_episodes) > 0:
+        info = scene_info(env)
+        shown = episodes[: int(cfg.eval.plot_episodes)]
+        write_plots(shown, info, run_dir / "plots")
+        figures["Eval/trajectories"] = grid_figure(shown, info)
+    return metrics, figures
+
+
+def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -> None:
     if writer is None:
         return
+    for tag, fig in figures.items():
+        writer.add_figure(tag, fig, it)  # closes the figure
     scalars = {
         f"Eval/{k}": float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None
     }

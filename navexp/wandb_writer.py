@@ -75,6 +75,14 @@ class WandbWriter(SummaryWriter, LogWriter):
         super().add_scalar(tag, scalar_value, global_step=global_step, walltime=walltime, new_style=new_style)
         self._wandb(lambda: self.run.log({tag: float(scalar_value)}, step=global_step))
 
+    def add_figure(self, tag, figure, global_step=None, close=True, walltime=None) -> None:
+        """TensorBoard image plus a W&B image of the same matplotlib figure."""
+        if self.run is not None:
+            import wandb
+
+            self._wandb(lambda: self.run.log({tag: wandb.Image(figure)}, step=global_step))
+        super().add_figure(tag, figure, global_step=global_step, close=close, walltime=walltime)
+
     def log_summary(self, values: dict[str, Any]) -> None:
         """Final metrics (evaluation) into the W&B run summary."""
         self._wandb(lambda: self.run.summary.update(values))

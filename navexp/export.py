@@ -1,0 +1,157 @@
+"""Export a checkpoint's actor for deployment: TorchScript, ONNX, a numpy weight file and metadata.
+
+    python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]
+
+Writes into DIR (default <run dir>/export/):
+- policy.pt: TorchScript (rsl_rl's export module: normalizer + MLP + mean action), input [N, W] -> [N, 3]
+- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch)
+- policy.npz: weights, normalizer statistics and metadata for navexp.deploy.NumpyPolicy (numpy only)
+- policy_meta.json: observation layout (term order and widths, history), LiDAR geometry, scaling
+  constants and action scaling, so a robot-side program can rebuild the input.
+Outputs are the raw mean actions; the env (and NumpyPolicy) clip them to [-1, 1] before scaling.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+
+def actor_from_checkpoint(ckpt: dict, cfg):
+    """rsl_rl's actor MLPModel built from the checkpoint's declared widths (no simulator needed)."""
+    from rsl_rl.utils import resolve_class
+
+    from navexp.rl_cfg import build_train_cfg
+
+    train_cfg = build_train_cfg(cfg)
+    infos = ckpt.get("infos") or {}
+    widths = infos.get("group_widths") or {"policy": ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]}
+    obs = TensorDict({g: torch.zeros(1, w) for g, w in widths.items()}, batch_size=[1])
+    actor_class, actor_cfg = resolve_class(train_cfg["actor"])
+    actor = actor_class(obs, train_cfg["obs_groups"], "actor", 3, **actor_cfg)
+    actor.load_state_dict(ckpt["actor_state_dict"])
+    return actor.eval()
+
+
+def metadata(ckpt: dict, cfg) -> dict:
+    from navexp.sim.warp_backend import beam_angles
+
+    infos = ckpt.get("infos") or {}
+    env = cfg.env
+    layout = infos.get("obs_layout", {}).get("policy")
+    if layout is None:
+        raise ValueError(f"checkpoint {ckpt['_path']} has no observation layout (not written by navexp)")
+    width = sum(w for _, w in layout) * int(infos.get("history_length", 1))
+    return {
+        "checkpoint": ckpt["_path"],
+        "iteration": int(ckpt["iter"]),
+        "obs": {
+            "group": "policy",
+            "terms": [[n, int(w)] for n, w in layout],
+            "history_length": int(infos.get("history_length", 1)),
+            "width": width,
+            "order": "terms in this order per frame; frames oldest first",
+        },
+        "lidar": {
+            "num_beams": int(env.lidar.num_beams),
+            "fov_deg": float(env.lidar.fov_deg),
+            "max_range_m": float(env.lidar.max_range_m),
+            "beam_angles_rad": beam_angles(env.lidar.num_beams, env.lidar.fov_deg).tolist(),
+            "convention": "body frame, beam 0 forward, counter-clockwise; misses read max_range_m",
+            "lidar_term": "range / max_range_m, clipped to [0, 1]",
+        },
+        "scales": {
+            "goal_dist_scale_m": float(cfg.obs.terms.goal_polar.params.get("dist_scale_m", 5.0)),
+            "max_lin_vel_mps": float(env.robot.max_lin_vel_mps),
+            "max_ang_vel_radps": float(env.robot.max_ang_vel_radps),
+        },
+        "terms": {
+            "goal_polar": "[|g| / goal_dist_scale_m, sin b, cos b]; g: goal (body frame), b = atan2(gy, gx)",
+            "vel_body": "[v_forward, v_left] / max_lin_vel_mps",
+            "omega": "yaw rate / max_ang_vel_radps",
+            "action_prev": "last clipped action",
+        },
+        "action": {
+            "order": ["forward", "left", "yaw_rate"],
+            "clip": [-1.0, 1.0],
+            "scale": [float(env.robot.max_lin_vel_mps)] * 2 + [float(env.robot.max_ang_vel_radps)],
+            "units": ["m/s", "m/s", "rad/s"],
+            "frame": "body",
+        },
+        "control_period_s": float(env.sim.timestep_s * env.sim.decimation),
+    }
+
+
+def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
+    """Write the four files; return their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    meta = metadata(ckpt, cfg)
+    actor = actor_from_checkpoint(ckpt, cfg)
+    files = {
+        k: out / f
+        for k, f in (
+            ("torchscript", "policy.pt"),
+            ("onnx", "policy.onnx"),
+            ("numpy", "policy.npz"),
+            ("meta", "policy_meta.json"),
+        )
+    }
+    torch.jit.script(actor.as_jit()).save(str(files["torchscript"]))
+    onnx_model = actor.as_onnx(verbose=False).eval()
+    # torch's dynamo exporter with a dynamic batch dimension (rsl_rl's own export fixes the batch to 1).
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    torch.onnx.export(
+        onnx_model,
+        (torch.zeros(2, meta["obs"]["width"]),),
+        str(files["onnx"]),
+        dynamo=True,
+        opset_version=18,
+        input_names=["obs"],
+        output_names=["actions"],
+        dynamic_shapes={"x": {0: batch}},
+        verbose=False,
+    )
+    linears = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)]
+    arrays = {f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)}
+    arrays.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
+    norm = actor.obs_normalizer
+    has_norm = hasattr(norm, "_mean")
+    width = meta["obs"]["width"]
+    np.savez(
+        files["numpy"],
+        num_layers=len(linears),
+        activation=str(cfg.ppo.activation),
+        obs_mean=norm._mean.squeeze(0).double().numpy() if has_norm else np.zeros(width),
+        obs_std=norm._std.squeeze(0).double().numpy() if has_norm else np.ones(width),
+        eps=float(norm.eps) if has_norm else 0.0,
+        meta=json.dumps(meta),
+        **arrays,
+    )
+    files["meta"].write_text(json.dumps(meta, indent=2))
+    return files
+
+
+def main(argv: list[str] | None = None) -> dict[str, Path]:
+    from navexp.checkpoint import load_checkpoint
+    from navexp.evaluate import load_run_config
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith(("checkpoint=", "out="))}
+    if "checkpoint" not in opts:
+        raise SystemExit("usage: python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]")
+    ckpt = load_checkpoint(opts["checkpoint"])
+    cfg = load_run_config(ckpt, [])
+    out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "export"
+    files = export(ckpt, cfg, out)
+    for kind, path in files.items():
+        print(f"[navexp] {kind:11s} {path}")
+    return files
+
+
+if __name__ == "__main__":
+    main()

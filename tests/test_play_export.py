@@ -1,0 +1,148 @@
+"""Replay plots, policy export (TorchScript, ONNX) and the numpy deployment path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from navexp import compose_config
+from navexp.train import run
+
+TINY = [
+    "env.device=cpu",
+    "env.num_envs=4",
+    "env.episode_length_s=1.0",
+    "ppo.num_steps_per_env=16",
+    "ppo.num_mini_batches=2",
+    "ppo.max_iterations=2",
+    "ppo.save_interval=1",
+    "eval.num_episodes=4",
+    "eval.plot_episodes=4",
+    "size=none",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """One tiny trained run shared by the tests of this module."""
+    d = tmp_path_factory.mktemp("play") / "run"
+    run(compose_config(TINY), d, TINY, quiet=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def recorded(run_dir):
+    """The framework actor, 24 observations recorded from the env, and the raw sensor values behind them."""
+    from navexp.checkpoint import load_checkpoint
+    from navexp.env import NavEnv
+    from navexp.evaluate import build_actor, load_run_config
+    from navexp.sim.layout import _rotate
+
+    ckpt = load_checkpoint(run_dir)
+    cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
+    env = NavEnv(cfg)
+    actor = build_actor(ckpt, cfg, env)
+    obs, raw = [], []
+    with torch.inference_mode():
+        for _ in range(6):
+            o = env.get_observations()
+            s = env.state
+            goal_body = _rotate(s.goal_xy - s.pos_xy, -s.yaw)
+            obs.append(o["policy"].clone())
+            raw += [
+                (
+                    s.scan[i].numpy().copy(),
+                    goal_body[i].numpy().copy(),
+                    s.vel_body[i].numpy().copy(),
+                    float(s.omega[i]),
+                )
+                for i in range(4)
+            ]
+            env.step(actor(o))
+    return ckpt, actor, torch.cat(obs), raw
+
+
+def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_path):
+    """policy.pt and policy.onnx give rsl_rl's deterministic action within 1e-5 on 24 recorded observations."""
+    import onnxruntime as ort
+
+    from navexp import export
+
+    files = export.main([f"checkpoint={run_dir}", f"out={tmp_path}"])
+    _, actor, obs, _ = recorded
+    with torch.inference_mode():
+        expected = actor(__import__("tensordict").TensorDict({"policy": obs}, batch_size=[len(obs)]))
+    ts = torch.jit.load(str(files["torchscript"]))
+    assert torch.allclose(ts(obs), expected, atol=1e-5)
+    sess = ort.InferenceSession(str(files["onnx"]))
+    onnx_out = sess.run(["actions"], {"obs": obs.numpy()})[0]
+    assert np.abs(onnx_out - expected.numpy()).max() < 1e-5
+    meta = __import__("json").loads(files["meta"].read_text())
+    assert meta["obs"]["terms"] == [["lidar", 72], ["goal_polar", 3], ["vel_body", 2], ["omega", 1]]
+    assert meta["obs"]["width"] == 78 and meta["lidar"]["num_beams"] == 72
+    assert meta["action"]["scale"] == [1.5, 1.5, 2.0]
+
+
+def test_numpy_deployment_reproduces_the_action_from_raw_sensors(run_dir, recorded, tmp_path):
+    """NumpyPolicy rebuilds the 78 observation columns from scan/goal/velocity and gives the same action."""
+    from navexp import export
+    from navexp.deploy import NumpyPolicy
+
+    files = export.main([f"checkpoint={run_dir}", f"out={tmp_path}"])
+    _, actor, obs, raw = recorded
+    policy = NumpyPolicy.load(str(files["numpy"]))
+    with torch.inference_mode():
+        expected = actor(__import__("tensordict").TensorDict({"policy": obs}, batch_size=[len(obs)]))
+    for i, (scan, goal, vel, omega) in enumerate(raw):
+        policy.reset()
+        built = policy.observation(scan, goal, vel, omega)
+        assert np.abs(built - obs[i].numpy()).max() < 1e-5
+        a = policy.act(built)
+        assert np.abs(a - expected[i].clamp(-1, 1).numpy()).max() < 1e-5
+    vx, vy, wz = policy.command(*raw[0])
+    assert abs(vx) <= 1.5 and abs(vy) <= 1.5 and abs(wz) <= 2.0
+    # The deployment path needs numpy alone: no torch, Hydra or simulator is imported.
+    code = (
+        "import sys; from navexp.deploy import NumpyPolicy; "
+        f"p = NumpyPolicy.load({str(files['numpy'])!r}); p.command([1.0] * 72, [2.0, 0.0], [0.0, 0.0], 0.0); "
+        "bad = [m for m in ('torch', 'mujoco', 'warp', 'mujoco_warp', 'hydra') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_play_writes_plots_and_replays_the_same_path(run_dir, tmp_path):
+    """Two plays with the same seed record identical trajectories; failed episodes get their own figure."""
+    from navexp import play
+
+    m1 = play.main([f"checkpoint={run_dir}", "episodes=5", f"out={tmp_path / 'a'}"])
+    play.main([f"checkpoint={run_dir}", "episodes=5", f"out={tmp_path / 'b'}"])
+    a, b = np.load(tmp_path / "a" / "trajectories.npz"), np.load(tmp_path / "b" / "trajectories.npz")
+    assert sorted(a.files) == sorted(b.files) and len(a["reasons"]) == 5
+    for k in a.files:
+        assert np.array_equal(a[k], b[k]), k
+    assert (tmp_path / "a" / "grid.png").stat().st_size > 10_000
+    failed = sorted((tmp_path / "a").glob("failed_*.png"))
+    assert len(failed) == 5 - round(m1["success_rate"] * 5)
+    assert all(f.stat().st_size > 10_000 for f in failed)
+    assert (run_dir / "plots" / "grid.png").is_file()  # the end of training drew the evaluation too
+
+
+def test_bad_checkpoints_fail_cleanly(run_dir, tmp_path):
+    from navexp import export, play
+
+    with pytest.raises(
+        ValueError, match=r"(?s)trained on observation layout.*lidar.*this config produces.*action_prev"
+    ):
+        play.main([f"checkpoint={run_dir}", "obs.terms.action_prev.enabled=true", f"out={tmp_path}"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        export.main([f"checkpoint={tmp_path / 'missing.pt'}"])
+    junk = tmp_path / "junk.pt"
+    torch.save({"weights": 1}, junk)
+    with pytest.raises(ValueError, match="not an rsl_rl/navexp checkpoint"):
+        export.main([f"checkpoint={junk}"])
