@@ -68,7 +68,7 @@ def recorded(run_dir):
 
 
 def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_path):
-    """policy.pt and policy.onnx give rsl_rl's deterministic action within 1e-5 on 24 recorded observations."""
+    """policy.pt and policy.onnx give rsl_rl's deterministic action within 1e-5 on 24 recorded obs."""
     import onnxruntime as ort
 
     from navexp import export
@@ -89,7 +89,7 @@ def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_p
 
 
 def test_numpy_deployment_reproduces_the_action_from_raw_sensors(run_dir, recorded, tmp_path):
-    """NumpyPolicy rebuilds the 78 observation columns from scan/goal/velocity and gives the same action."""
+    """NumpyPolicy rebuilds the 78 observation columns from scan/goal/velocity; same action."""
     from navexp import export
     from navexp.deploy import NumpyPolicy
 
