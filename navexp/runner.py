@@ -100,6 +100,7 @@ class NavRunner(OnPolicyRunner):
         self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **_
     ) -> None:
         lg = self.logger
+        self.last_times = (collect_time, learn_time)
         steps = self.cfg["num_steps_per_env"] * self.env.num_envs
         done = it + 1 - start_it
         elapsed = time.time() - self._t_start

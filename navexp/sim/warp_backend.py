@@ -125,7 +125,7 @@ class WarpSim:
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
         self.ranges = torch.full((num_worlds, nb), max_range_m, device=self.device)
         self.graph_enabled = cuda_graph and self.device.type == "cuda"
-        self._step_graph = self._refresh_graph = None
+        self._step_graph = self._refresh_graph = self._physics_graph = self._lidar_graph = None
         self.write_layouts(
             torch.arange(num_worlds, device=self.device),
             Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device),
@@ -169,32 +169,33 @@ class WarpSim:
         self._geom_aabb[rows, geoms, 1] = half
 
     # -- stepping ---------------------------------------------------------------------------
-    def _step_kernels(self) -> None:
+    def _physics_kernels(self) -> None:
         self._contact.zero_()
         self.d.overflow.zero_()
         for _ in range(self.decimation):
             mjw.step(self.m, self.d)
-            wp.launch(
-                _flag_contacts,
-                dim=self.d.naconmax,
-                inputs=[self.d.nacon, self.d.contact.worldid],
-                outputs=[self._contact],
-            )
-        # step() leaves kinematics and contacts at the pre-integration pose: bring both (and the
-        # LiDAR) to the final pose of this control step.
+            self._flag_contacts()
+        # step() leaves kinematics and contacts at the pre-integration pose: bring both to the final
+        # pose of this control step (the LiDAR is cast from it).
         mjw.kinematics(self.m, self.d)
         mjw.collision(self.m, self.d)
+        self._flag_contacts()
+
+    def _step_kernels(self) -> None:
+        self._physics_kernels()
+        self._cast()
+
+    def _refresh_kernels(self) -> None:
+        mjw.kinematics(self.m, self.d)
+        self._cast()
+
+    def _flag_contacts(self) -> None:
         wp.launch(
             _flag_contacts,
             dim=self.d.naconmax,
             inputs=[self.d.nacon, self.d.contact.worldid],
             outputs=[self._contact],
         )
-        self._cast()
-
-    def _refresh_kernels(self) -> None:
-        mjw.kinematics(self.m, self.d)
-        self._cast()
 
     def _cast(self) -> None:
         wp.launch(
@@ -236,6 +237,19 @@ class WarpSim:
         """Advance every world one control step (``decimation`` physics steps) and recast the LiDAR."""
         self._run("_step_graph", self._step_kernels)
         self._read_ranges()
+
+    def step_physics(self) -> None:
+        """Physics only (substeps, contacts, final kinematics), no LiDAR: for benchmarks."""
+        self._run("_physics_graph", self._physics_kernels)
+
+    def cast_lidar(self) -> None:
+        """LiDAR only, at the current kinematics: for benchmarks."""
+        self._run("_lidar_graph", self._cast)
+        self._read_ranges()
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (timing on CUDA)."""
+        wp.synchronize_device(str(self.device))
 
     def refresh(self) -> None:
         """Recompute kinematics and the LiDAR at the current poses (after writing layouts)."""

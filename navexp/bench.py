@@ -1,0 +1,271 @@
+"""Throughput benchmark, navexp against classic MuJoCo measured side by side in one run.
+
+    python -m navexp.bench [device=auto] [num_envs=64,256,1024] [steps=30] [ppo=1024x32] [baseline=true]
+                           [out=outputs/bench.json]
+
+Per world count: env steps per second for (a) physics only (decimation substeps, contacts, final
+kinematics), (b) physics + LiDAR, (c) the full NavEnv.step (actions, physics, LiDAR, terminations,
+rewards, observations, resets); the same (a) and (b) for a baseline a user would otherwise write
+(the same MJCF in classic MuJoCo, one MjData per world stepped in a Python loop, mj_multiRay LiDAR);
+ratios navexp/baseline; the first step's time (kernel compile or cache load) apart from the steady
+state; peak host (and device) memory. Then one PPO iteration (collect and learn) at the given shape.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+
+
+def _rate(fn, n_worlds: int, steps: int, sync) -> float:
+    """World-steps per second of ``fn`` (one control step for all worlds) over ``steps`` calls."""
+    fn()
+    sync()
+    t = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    sync()
+    return n_worlds * steps / (time.perf_counter() - t)
+
+
+class ClassicBaseline:
+    """The same scene in classic MuJoCo: one MjData per world, Python loop, mj_multiRay LiDAR."""
+
+    def __init__(self, env) -> None:
+        self.m = env.sim.mjm
+        self.decimation = env.env_cfg.sim.decimation
+        self.max_range = env.env_cfg.lidar.max_range_m
+        self.z = env.sim.spec.robot_z
+        self.angles = env.sim._angles.numpy().astype(np.float64)
+        self.robot_body = env.sim.robot_body
+        qpos = env.sim.qpos.cpu().numpy()
+        mocap = env.sim._mocap_pos.cpu().numpy()
+        quat = env.sim._mocap_quat.cpu().numpy()
+        self.datas = []
+        for i in range(env.num_envs):  # same robot poses and obstacle positions (sizes: the model's)
+            d = mujoco.MjData(self.m)
+            d.qpos[:] = qpos[i]
+            d.mocap_pos[:] = mocap[i]
+            d.mocap_quat[:] = quat[i]
+            mujoco.mj_forward(self.m, d)
+            self.datas.append(d)
+        rng = np.random.default_rng(0)
+        self.ctrl = rng.uniform(-1, 1, (env.num_envs, 3))
+        n = len(self.angles)
+        self.dist, self.geomid = np.zeros(n), np.zeros(n, dtype=np.int32)
+
+    def physics(self) -> None:
+        for d, c in zip(self.datas, self.ctrl, strict=True):
+            d.ctrl[:] = c
+            for _ in range(self.decimation):
+                mujoco.mj_step(self.m, d)
+            mujoco.mj_kinematics(self.m, d)
+
+    def lidar(self) -> None:
+        for d in self.datas:
+            a = d.qpos[2] + self.angles
+            vec = np.stack((np.cos(a), np.sin(a), np.zeros_like(a)), axis=1).ravel()
+            pnt = np.array([d.qpos[0], d.qpos[1], self.z])
+            mujoco.mj_multiRay(
+                self.m,
+                d,
+                pnt,
+                vec,
+                None,
+                1,
+                self.robot_body,
+                self.geomid,
+                self.dist,
+                None,
+                len(self.angles),
+                self.max_range,
+            )
+
+    def physics_and_lidar(self) -> None:
+        self.physics()
+        self.lidar()
+
+
+def peak_host_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def peak_device_mb(device: str) -> float | None:
+    if not device.startswith("cuda"):
+        return None
+    import warp as wp
+
+    try:
+        return wp.get_mempool_used_mem_high(device) / 2**20
+    except Exception:
+        return torch.cuda.max_memory_allocated() / 2**20
+
+
+def bench_worlds(n: int, device: str, steps: int, baseline: bool) -> dict:
+    from navexp import compose_config, make_env
+
+    t = time.perf_counter()
+    env = make_env(compose_config([f"env.num_envs={n}", f"env.device={device}"]))
+    build_s = time.perf_counter() - t
+    actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    t = time.perf_counter()
+    env.step(actions)  # first step: every kernel is compiled or loaded (and captured on CUDA)
+    env.sim.synchronize()
+    first_step_s = time.perf_counter() - t
+    sync = env.sim.synchronize
+    row = {
+        "num_envs": n,
+        "build_s": build_s,
+        "first_step_s": first_step_s,
+        "physics_sps": _rate(env.sim.step_physics, n, steps, sync),
+        "physics_lidar_sps": _rate(lambda: (env.sim.step_physics(), env.sim.cast_lidar()), n, steps, sync),
+        "full_step_sps": _rate(lambda: env.step(actions), n, steps, sync),
+    }
+    if baseline:
+        base = ClassicBaseline(env)
+        bsteps = max(3, steps // 3)
+        row["baseline_physics_sps"] = _rate(base.physics, n, bsteps, lambda: None)
+        row["baseline_physics_lidar_sps"] = _rate(base.physics_and_lidar, n, bsteps, lambda: None)
+        row["ratio_physics"] = row["physics_sps"] / row["baseline_physics_sps"]
+        row["ratio_physics_lidar"] = row["physics_lidar_sps"] / row["baseline_physics_lidar_sps"]
+        row["ratio_full_vs_baseline_physics_lidar"] = row["full_step_sps"] / row["baseline_physics_lidar_sps"]
+    row["peak_host_mb"] = peak_host_mb()
+    row["peak_device_mb"] = peak_device_mb(str(env.device))
+    return row
+
+
+def bench_ppo(n: int, steps_per_env: int, device: str) -> dict:
+    """One PPO iteration (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env."""
+    from navexp import compose_config, make_env
+    from navexp.rl_cfg import build_train_cfg
+    from navexp.runner import NavRunner
+
+    cfg = compose_config(
+        [f"env.num_envs={n}", f"env.device={device}", f"ppo.num_steps_per_env={steps_per_env}"]
+    )
+    env = make_env(cfg)
+    runner = NavRunner(env, build_train_cfg(cfg), None, str(env.device), infos={}, quiet=True)
+    runner.learn(1)  # warm-up iteration (allocations, first kernels)
+    runner.learn(1)
+    collect, learn = runner.last_times
+    return {
+        "num_envs": n,
+        "num_steps_per_env": steps_per_env,
+        "transitions": n * steps_per_env,
+        "collect_s": collect,
+        "learn_s": learn,
+        "iteration_s": collect + learn,
+        "collect_over_learn": collect / learn,
+        "peak_host_mb": peak_host_mb(),
+    }
+
+
+def machine(device: str) -> dict:
+    import os
+
+    info = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "mujoco": mujoco.__version__,
+        "device": device,
+    }
+    try:
+        info["cpu_model"] = next(
+            line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        pass
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return info
+
+
+def format_table(result: dict) -> str:
+    def k(v):
+        return "-" if v is None else f"{v / 1000:,.1f}k"
+
+    lines = [
+        "| worlds | physics | physics+LiDAR | full step | baseline physics | baseline phys+LiDAR | "
+        "ratio phys | ratio phys+LiDAR | full / baseline | first step s | peak host MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["worlds"]:
+        ratio = [
+            r.get(x) for x in ("ratio_physics", "ratio_physics_lidar", "ratio_full_vs_baseline_physics_lidar")
+        ]
+        lines.append(
+            f"| {r['num_envs']} | {k(r['physics_sps'])} | {k(r['physics_lidar_sps'])} | "
+            f"{k(r['full_step_sps'])} | "
+            f"{k(r.get('baseline_physics_sps'))} | {k(r.get('baseline_physics_lidar_sps'))} | "
+            + " | ".join("-" if x is None else f"{x:.2f}x" for x in ratio)
+            + f" | {r['first_step_s']:.1f} | {r['peak_host_mb']:.0f} |"
+        )
+    p = result.get("ppo")
+    if p:
+        lines += [
+            "",
+            f"PPO iteration at {p['num_envs']} x {p['num_steps_per_env']} ({p['transitions']:,} "
+            f"transitions): collect {p['collect_s']:.2f} s, learn {p['learn_s']:.2f} s "
+            f"(collect/learn {p['collect_over_learn']:.2f})",
+        ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> dict:
+    opts = {
+        "device": "auto",
+        "num_envs": "64,256,1024",
+        "steps": "30",
+        "ppo": "1024x32",
+        "baseline": "true",
+        "out": "outputs/bench.json",
+    }
+    for a in argv:
+        key, _, value = a.partition("=")
+        if key not in opts or not value:
+            raise SystemExit(f"unknown or empty option {a!r}; options: {', '.join(f'{k}=' for k in opts)}")
+        opts[key] = value
+    return opts
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from navexp.sim.warp_backend import resolve_device
+
+    opts = parse_args(list(sys.argv[1:] if argv is None else argv))
+    device = resolve_device(opts["device"])
+    worlds = [int(x) for x in opts["num_envs"].split(",")]
+    baseline = opts["baseline"].lower() in ("1", "true", "yes")
+    result = {
+        "command": "python -m navexp.bench " + " ".join(f"{k}={v}" for k, v in opts.items()),
+        "machine": machine(device),
+        "steps": int(opts["steps"]),
+        "worlds": [],
+    }
+    for n in worlds:
+        result["worlds"].append(bench_worlds(n, device, int(opts["steps"]), baseline))
+        print(f"[bench] {n} worlds done", flush=True)
+    if opts["ppo"] != "none":
+        n, t = (int(x) for x in opts["ppo"].lower().split("x"))
+        result["ppo"] = bench_ppo(n, t, device)
+    result["table"] = format_table(result)
+    out = Path(opts["out"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(result["table"])
+    print(f"[bench] wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
