@@ -101,6 +101,18 @@ class WandbWriter(SummaryWriter, LogWriter):
         self.flush()
 
     def finish(self) -> None:
-        """Close the W&B run (after the final evaluation is logged)."""
+        """Close the W&B run (after the final evaluation is logged) and wait until its records are on disk.
+
+        wandb writes offline records from a service process; tearing the service down flushes them, so
+        the run directory is complete when training returns (a later init starts a new service).
+        """
         self.flush()
+        if self.run is None:
+            return
+        import wandb
+
         self._wandb(lambda: self.run.finish())
+        try:
+            wandb.teardown()
+        except Exception as e:
+            warnings.warn(f"W&B teardown failed ({type(e).__name__}: {e})", stacklevel=2)
