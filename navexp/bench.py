@@ -40,23 +40,25 @@ class ClassicBaseline:
     """The same scene in classic MuJoCo: one MjData per world, Python loop, mj_multiRay LiDAR."""
 
     def __init__(self, env) -> None:
-        self.m = env.sim.mjm
-        self.decimation = env.env_cfg.sim.decimation
-        self.max_range = env.env_cfg.lidar.max_range_m
-        self.z = env.sim.spec.robot_z
-        self.angles = env.sim._angles.numpy().astype(np.float64)
-        self.robot_body = env.sim.robot_body
-        qpos = env.sim.qpos.cpu().numpy()
-        mocap = env.sim._mocap_pos.cpu().numpy()
-        quat = env.sim._mocap_quat.cpu().numpy()
-        self.datas = []
-        for i in range(env.num_envs):  # same robot poses and obstacle positions (sizes: the model's)
-            d = mujoco.MjData(self.m)
-            d.qpos[:] = qpos[i]
-            d.mocap_pos[:] = mocap[i]
-            d.mocap_quat[:] = quat[i]
-            mujoco.mj_forward(self.m, d)
-            self.datas.append(d)
+        from navexp.sim import beam_angles
+        from navexp.sim.mujoco_backend import MujocoSim
+
+        cfg = env.env_cfg
+        self.decimation = cfg.sim.decimation
+        self.max_range = cfg.lidar.max_range_m
+        self.angles = beam_angles(cfg.lidar.num_beams, cfg.lidar.fov_deg).double().numpy()
+        # The same scene and the env's current layouts, written by navexp's own classic-MuJoCo code,
+        # so both sides step identical worlds; the loops below are what a user would write.
+        ref = MujocoSim(
+            env.sim.spec, env.num_envs, "cpu", torch.from_numpy(self.angles), self.max_range, self.decimation
+        )
+        ref.write_layouts(
+            torch.arange(env.num_envs), env.layout.index(torch.arange(env.num_envs).to(env.device))
+        )
+        self.z, self.robot_body = ref.spec.robot_z, ref.robot_body
+        self.models, self.datas = ref.models, ref.datas
+        for m, d in zip(self.models, self.datas, strict=True):
+            mujoco.mj_forward(m, d)
         rng = np.random.default_rng(0)
         self.ctrl = rng.uniform(-1, 1, (env.num_envs, 3))
         n = len(self.angles)
@@ -240,7 +242,7 @@ def parse_args(argv: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from navexp.sim.warp_backend import resolve_device
+    from navexp.sim import resolve_device
 
     opts = parse_args(list(sys.argv[1:] if argv is None else argv))
     device = resolve_device(opts["device"])

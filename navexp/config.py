@@ -72,13 +72,15 @@ class LidarCfg:
 
 @dataclass
 class SimCfg:
+    backend: str = "auto"
+    """auto | warp | mujoco. auto: MuJoCo Warp on CUDA, classic MuJoCo (faster there) on the CPU."""
     timestep_s: float = 0.02
     decimation: int = 5
     """Physics steps per control step: control period = timestep_s * decimation."""
     nconmax_per_world: int = 8
-    """Contact buffer per world (only robot-vs-obstacle pairs collide)."""
+    """warp: contact buffer per world (only robot-vs-obstacle pairs collide)."""
     njmax_per_world: int = 32
-    """Constraint rows per world."""
+    """warp: constraint rows per world."""
     cuda_graph: bool = True
     """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
 
@@ -404,6 +406,7 @@ def validate_env_cfg(cfg: Any) -> None:
         f"> robot.radius_m ({robot.radius_m})",
     )
     _check(lidar.range_noise_std_m >= 0, "lidar.range_noise_std_m", lidar.range_noise_std_m, ">= 0")
+    _check(sim.backend in ("auto", "warp", "mujoco"), "sim.backend", sim.backend, "auto | warp | mujoco")
     _check(sim.timestep_s > 0, "sim.timestep_s", sim.timestep_s, "> 0")
     _check(sim.decimation >= 1, "sim.decimation", sim.decimation, "an integer >= 1")
     _check(sim.nconmax_per_world >= 1, "sim.nconmax_per_world", sim.nconmax_per_world, ">= 1")

@@ -18,10 +18,10 @@ from navexp.config import validate_env_cfg
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
+from navexp.sim import beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, LayoutSpec, _rotate, nearest_obstacle, sample_layouts
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
-from navexp.sim.warp_backend import WarpSim, beam_angles, resolve_device
 from navexp.state import REASONS, SUCCESS, EnvDims, NavState
 
 
@@ -74,7 +74,9 @@ class NavEnv(VecEnv):
         self.generator = torch.Generator(device=dev)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
-        self.sim = WarpSim(
+        self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
+        self.sim = make_sim(
+            self.backend,
             SceneSpec.from_env_cfg(env_cfg),
             n,
             str(dev),
@@ -109,7 +111,7 @@ class NavEnv(VecEnv):
         """Start new episodes in ``env_ids`` (all worlds when None) and return the observations."""
         ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids.to(self.device)
         self._reset_worlds(ids)
-        self.sim.refresh()
+        self.sim.refresh(ids)
         self._read_sim(reset_ids=ids)
         self._obs = self.obs_manager.compute(self.state, reset_ids=ids)
         self._check_finite(self._obs, None)
@@ -149,7 +151,7 @@ class NavEnv(VecEnv):
             if self.auto_reset:
                 reset_ids = ended
                 self._reset_worlds(ended)
-                self.sim.refresh()
+                self.sim.refresh(ended)
                 self._read_sim(reset_ids=ended)
             else:
                 self.held[ended] = True

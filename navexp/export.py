@@ -39,7 +39,7 @@ def actor_from_checkpoint(ckpt: dict, cfg):
 
 
 def metadata(ckpt: dict, cfg) -> dict:
-    from navexp.sim.warp_backend import beam_angles
+    from navexp.sim import beam_angles
 
     infos = ckpt.get("infos") or {}
     env = cfg.env

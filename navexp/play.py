@@ -21,7 +21,7 @@ from navexp.plots import Episode, SceneInfo, episode_figure, grid_figure
 
 
 def scene_info(env) -> SceneInfo:
-    from navexp.sim.warp_backend import beam_angles
+    from navexp.sim import beam_angles
 
     c = env.env_cfg
     return SceneInfo(

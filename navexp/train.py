@@ -64,7 +64,7 @@ def run(
     from navexp.repro import seed_everything, write_run_record
     from navexp.rl_cfg import build_train_cfg
     from navexp.runner import NavRunner
-    from navexp.sim.warp_backend import resolve_device
+    from navexp.sim import resolve_device
     from navexp.sweep.trial import objective, pruning_callback, record_metrics
 
     device = resolve_device(str(cfg.env.device))
@@ -83,6 +83,10 @@ def run(
         print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {run_dir}")
     seed_everything(int(cfg.seed))
     env = NavEnv(cfg)
+    print(
+        f"[navexp] simulator backend: {env.backend} (env.sim.backend={cfg.env.sim.backend}; "
+        f"auto = warp on CUDA, classic mujoco on the CPU)"
+    )
     om = env.obs_manager
     if ckpt is not None:
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
@@ -100,6 +104,7 @@ def run(
     record = {
         "seed": int(cfg.seed),
         "device": device,
+        "sim_backend": env.backend,
         "size_preset": size,
         "size_applied": applied,
         "wandb_run_id": wandb_id,

@@ -17,6 +17,12 @@ def build_env(*overrides: str):
     return make_env(compose_config([*BASE, *overrides]))
 
 
+@pytest.fixture(params=["warp", "mujoco"])
+def backend(request) -> str:
+    """Both simulator backends: MuJoCo Warp (on Warp's CPU device) and classic MuJoCo."""
+    return f"env.sim.backend={request.param}"
+
+
 @pytest.fixture
 def scenario_file(tmp_path: Path):
     """Write a scenario YAML (given as text) and return its path."""

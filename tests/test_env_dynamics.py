@@ -21,9 +21,9 @@ scenarios:
 FORWARD = torch.tensor([1.0, 0.0, 0.0])
 
 
-def test_forward_command_at_yaw_90_moves_along_plus_y(scenario_file):
+def test_forward_command_at_yaw_90_moves_along_plus_y(scenario_file, backend):
     """Body-frame forward at yaw 90 deg: 10 steps of 0.1 s at 1.5 m/s move ~1.5 m along +y, ~0 along x."""
-    env = build_env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
+    env = build_env(backend, "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
     for _ in range(10):
         env.step(FORWARD.repeat(2, 1))
     x, y = env.state.pos_xy[1].tolist()
@@ -32,10 +32,12 @@ def test_forward_command_at_yaw_90_moves_along_plus_y(scenario_file):
     assert abs(env.state.vel_body[1, 0].item() - 1.5) < 0.02  # forward speed in the body frame
 
 
-def test_worlds_collide_with_their_own_obstacles(scenario_file):
+def test_worlds_collide_with_their_own_obstacles(scenario_file, backend):
     """World 0 hits its cylinder (surface 0.7 m ahead, minus 0.2 m radius) within
     4 steps; world 1 never does."""
-    env = build_env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.auto_reset=false")
+    env = build_env(
+        backend, "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.auto_reset=false"
+    )
     assert not torch.equal(env.state.scan_clean[0], env.state.scan_clean[1])
     collided_at = None
     for i in range(8):
@@ -47,9 +49,9 @@ def test_worlds_collide_with_their_own_obstacles(scenario_file):
     assert env.state.pos_xy[0, 0].item() < 0.55  # held at the obstacle (0.7 - 0.2 = 0.5 m), not through it
 
 
-def test_actions_are_clipped_and_bad_actions_raise(scenario_file):
+def test_actions_are_clipped_and_bad_actions_raise(scenario_file, backend):
     """An action of 5.0 drives at the 1.5 m/s limit; NaN or a wrong shape raises naming the problem."""
-    env = build_env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
+    env = build_env(backend, "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
     env.step(torch.tensor([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]))
     assert abs(env.state.vel_body[1, 0].item() - 1.5) < 0.02
     assert env.state.action[1, 0].item() == 1.0
@@ -59,9 +61,9 @@ def test_actions_are_clipped_and_bad_actions_raise(scenario_file):
         env.step(torch.tensor([[0.0, 0.0, 0.0], [float("nan"), 0.0, 0.0]]))
 
 
-def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged():
+def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged(backend):
     """Resetting worlds 1 and 3 changes their layouts; worlds 0 and 2 keep every state bit."""
-    env = build_env("env.num_envs=4")
+    env = build_env(backend, "env.num_envs=4")
     for _ in range(3):
         env.step(torch.rand(4, 3, generator=torch.Generator().manual_seed(0)) * 2 - 1)
     before = {
@@ -90,9 +92,9 @@ def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged():
     assert (env.episode_length_buf[reset] == 0).all() and (env.sim.qvel[reset] == 0).all()
 
 
-def test_spawned_poses_are_collision_free():
+def test_spawned_poses_are_collision_free(backend):
     """64 dense random layouts: start and goal keep robot radius + clearance (0.35 m) from everything."""
-    env = build_env("env=dense", "env.num_envs=64")
+    env = build_env(backend, "env=dense", "env.num_envs=64")
     need = env.env_cfg.robot.radius_m + env.env_cfg.spawn_clearance_m
     assert (env.state.clearance >= need - 1e-5).all()
     from navexp.sim.layout import nearest_obstacle
@@ -104,18 +106,18 @@ def test_spawned_poses_are_collision_free():
     assert not env.state.contact.any()  # standing still at spawn touches nothing
 
 
-def test_impossible_layouts_fail_loudly():
+def test_impossible_layouts_fail_loudly(backend):
     """Start and goal 10.5 m apart cannot fit (free corners are at most 2 * 3.65 * sqrt 2 = 10.32 m apart)."""
     with pytest.raises(RuntimeError, match="no collision-free start/goal"):
-        build_env("env=empty", "env.num_envs=2", "env.min_start_goal_dist_m=10.5")
+        build_env(backend, "env=empty", "env.num_envs=2", "env.min_start_goal_dist_m=10.5")
 
 
-def test_same_seed_same_episode_different_seed_different():
+def test_same_seed_same_episode_different_seed_different(backend):
     """Seed 7 twice: identical layouts and trajectories under the same actions; seed 8 differs."""
     actions = torch.rand(20, 4, 3, generator=torch.Generator().manual_seed(1)) * 2 - 1
 
     def rollout(seed: int):
-        env = build_env("env.num_envs=4", f"seed={seed}", "env.lidar.range_noise_std_m=0.01")
+        env = build_env(backend, "env.num_envs=4", f"seed={seed}", "env.lidar.range_noise_std_m=0.01")
         start = (env.layout.cyl_xy.clone(), env.layout.goal_xy.clone(), env.state.pos_xy.clone())
         obs = []
         for a in actions:
@@ -129,17 +131,18 @@ def test_same_seed_same_episode_different_seed_different():
     assert not torch.equal(a[0][1], c[0][1])
 
 
-def test_non_finite_state_stops_with_the_worlds_named():
+def test_non_finite_state_stops_with_the_worlds_named(backend):
     """A NaN velocity in world 2 raises FloatingPointError naming world 2."""
-    env = build_env("env.num_envs=4")
+    env = build_env(backend, "env.num_envs=4")
     env.sim.qvel[2, 0] = float("nan")
     with pytest.raises(FloatingPointError, match=r"worlds \[2\]"):
         env.step(torch.zeros(4, 3))
 
 
 def test_constraint_buffer_overflow_is_reported(scenario_file):
-    """With one constraint row per world a contact (4 pyramid rows) overflows njmax: the step raises."""
+    """warp: with one constraint row per world a contact (4 pyramid rows) overflows njmax: the step raises."""
     env = build_env(
+        "env.sim.backend=warp",
         "env.num_envs=2",
         f"env.scenarios={scenario_file(TWO_WORLDS)}",
         "env.sim.njmax_per_world=1",

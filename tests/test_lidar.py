@@ -33,9 +33,11 @@ scenarios:
 """
 
 
-def test_walls_read_their_distance_in_every_direction(scenario_file):
+def test_walls_read_their_distance_in_every_direction(scenario_file, backend):
     """In the empty room every beam reads the distance to the square wall: min(4/|cos a|, 4/|sin a|)."""
-    env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.max_range_m=10.0")
+    env = build_env(
+        backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.max_range_m=10.0"
+    )
     scan = env.state.scan_clean[0]
     angles = torch.arange(72) * (2 * math.pi / 72)
     expected = torch.minimum(
@@ -47,9 +49,9 @@ def test_walls_read_their_distance_in_every_direction(scenario_file):
     assert torch.allclose(off[[FWD, BACK, LEFT, RIGHT]], torch.tensor([3.0, 5.0, 6.5, 1.5]), atol=1e-3)
 
 
-def test_cylinder_and_box_at_known_positions(scenario_file):
+def test_cylinder_and_box_at_known_positions(scenario_file, backend):
     """Cylinder centre 2 m ahead, radius 0.5 -> 1.50 m; box 2 m left, half_y 0.3 -> 1.70 m."""
-    env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
+    env = build_env(backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
     scan = env.state.scan_clean[1]
     assert abs(scan[FWD].item() - 1.50) < 1e-3
     assert abs(scan[LEFT].item() - 1.70) < 1e-3
@@ -61,9 +63,9 @@ def test_cylinder_and_box_at_known_positions(scenario_file):
     assert abs(scan[2].item() - (2 * math.cos(a) - math.sqrt(0.25 - (2 * math.sin(a)) ** 2))) < 1e-3
 
 
-def test_rotating_the_robot_rotates_the_scan(scenario_file):
+def test_rotating_the_robot_rotates_the_scan(scenario_file, backend):
     """At yaw 90 deg the box (world +y) is ahead and the cylinder (world +x) is on the right."""
-    env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
+    env = build_env(backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
     straight, turned = env.state.scan_clean[1], env.state.scan_clean[2]
     assert abs(turned[FWD].item() - 1.70) < 1e-3
     assert abs(turned[RIGHT].item() - 1.50) < 1e-3
@@ -71,9 +73,11 @@ def test_rotating_the_robot_rotates_the_scan(scenario_file):
     assert torch.allclose(torch.roll(turned, 18), straight, atol=1e-3)
 
 
-def test_misses_read_max_range_and_the_robot_never_sees_itself(scenario_file):
+def test_misses_read_max_range_and_the_robot_never_sees_itself(scenario_file, backend):
     """With a 3 m range every wall beyond 3 m reads exactly 3.0; nothing reads below the 0.2 m body."""
-    env = build_env("env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.max_range_m=3.0")
+    env = build_env(
+        backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.max_range_m=3.0"
+    )
     scan = env.state.scan_clean
     assert torch.isfinite(scan).all() and (scan >= 0).all() and (scan <= 3.0).all()
     assert torch.allclose(scan[0], torch.full((72,), 3.0))  # every wall is >= 4 m away
@@ -81,10 +85,10 @@ def test_misses_read_max_range_and_the_robot_never_sees_itself(scenario_file):
     assert abs(scan[3, RIGHT].item() - 1.5) < 1e-3  # a real hit inside the range still reads its distance
 
 
-def test_noise_only_on_the_policy_scan(scenario_file):
+def test_noise_only_on_the_policy_scan(scenario_file, backend):
     """range_noise_std_m perturbs state.scan but not state.scan_clean; both stay within [0, max]."""
     env = build_env(
-        "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.range_noise_std_m=0.05"
+        backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}", "env.lidar.range_noise_std_m=0.05"
     )
     s = env.state
     diff = s.scan - s.scan_clean

@@ -100,6 +100,7 @@ def test_two_iterations_through_the_real_app(tmp_path):
     assert set(ev["ci95"]) == set(rates) and ev["checkpoint"].endswith("model_1.pt")
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["seed"] == 42 and info["device"] == "cpu" and info["packages"]["rsl-rl-lib"] == "5.5.1"
+    assert info["sim_backend"] == "mujoco"  # auto on a CPU
     assert (run_dir / "config.yaml").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
 
 

@@ -7,8 +7,6 @@ afterwards only in-place writes reach it, which is why every input lives in a pr
 
 from __future__ import annotations
 
-import math
-
 import mujoco
 import mujoco_warp as mjw
 import torch
@@ -47,17 +45,6 @@ def _lidar_rays(
     a = qpos[w, 2] + angles[b]
     pnt[w, b] = wp.vec3(qpos[w, 0], qpos[w, 1], z)
     vec[w, b] = wp.vec3(wp.cos(a), wp.sin(a), 0.0)
-
-
-def resolve_device(device: str) -> str:
-    """Map ``auto`` to cuda:0 when CUDA is present, else cpu; ``cuda`` to cuda:0."""
-    if device == "auto":
-        return "cuda:0" if torch.cuda.is_available() and wp.get_cuda_device_count() > 0 else "cpu"
-    if device == "cuda":
-        return "cuda:0"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"env.device={device!r} but CUDA is not available here; use env.device=cpu or auto")
-    return device
 
 
 class WarpSim:
@@ -251,8 +238,11 @@ class WarpSim:
         """Wait for queued device work (timing on CUDA)."""
         wp.synchronize_device(str(self.device))
 
-    def refresh(self) -> None:
-        """Recompute kinematics and the LiDAR at the current poses (after writing layouts)."""
+    def refresh(self, world_ids: torch.Tensor | None = None) -> None:
+        """Recompute kinematics and the LiDAR at the current poses (after writing layouts).
+
+        All worlds are recomputed (one launch covers every world); ``world_ids`` is accepted for the
+        shared interface."""
         self._run("_refresh_graph", self._refresh_kernels)
         self._read_ranges()
 
@@ -271,17 +261,3 @@ class WarpSim:
         bits = int(flags[bad[0]].item())
         what = [v for k, v in OVERFLOW_NAMES.items() if bits & k] or [f"bitmask {bits}"]
         return f"mujoco_warp buffer overflow in worlds {bad.tolist()[:10]}: {', '.join(what)}"
-
-
-def beam_angles(num_beams: int, fov_deg: float) -> torch.Tensor:
-    """Beam angles in the body frame [B] (rad): evenly spread, centred on the forward (x) axis.
-
-    A full circle (360 deg) has beam 0 pointing forward and beams every 360/B deg counter-clockwise;
-    a narrower fan spans [-fov/2, +fov/2] inclusive.
-    """
-    fov = math.radians(fov_deg)
-    if num_beams == 1:
-        return torch.zeros(1)
-    if math.isclose(fov_deg, 360.0):
-        return torch.arange(num_beams) * (2 * math.pi / num_beams)
-    return torch.linspace(-fov / 2, fov / 2, num_beams)

@@ -84,7 +84,7 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        from navexp.sim.warp_backend import resolve_device
+        from navexp.sim import resolve_device
 
         sw = config.sweep
         self.study_name, self.storage_url, self.report_dir = study_paths(config)
