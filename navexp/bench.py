@@ -1,7 +1,9 @@
 """Throughput benchmark, navexp against classic MuJoCo measured side by side in one run.
 
-    python -m navexp.bench [device=auto] [num_envs=64,256,1024] [steps=30] [ppo=1024x32] [baseline=true]
-                           [out=outputs/bench.json]
+    python -m navexp.bench [device=auto] [backends=auto] [num_envs=64,256,1024] [steps=30] [ppo=1024x32]
+                           [baseline=true] [out=outputs/bench.json]
+
+``backends=auto`` measures both simulator backends on a CPU (warp, mujoco) and warp on CUDA.
 
 Per world count: env steps per second for (a) physics only (decimation substeps, contacts, final
 kinematics), (b) physics + LiDAR, (c) the full NavEnv.step (actions, physics, LiDAR, terminations,
@@ -65,30 +67,20 @@ class ClassicBaseline:
         self.dist, self.geomid = np.zeros(n), np.zeros(n, dtype=np.int32)
 
     def physics(self) -> None:
-        for d, c in zip(self.datas, self.ctrl, strict=True):
+        for m, d, c in zip(self.models, self.datas, self.ctrl, strict=True):
             d.ctrl[:] = c
             for _ in range(self.decimation):
-                mujoco.mj_step(self.m, d)
-            mujoco.mj_kinematics(self.m, d)
+                mujoco.mj_step(m, d)
+            mujoco.mj_kinematics(m, d)
 
     def lidar(self) -> None:
-        for d in self.datas:
+        n = len(self.angles)
+        for m, d in zip(self.models, self.datas, strict=True):
             a = d.qpos[2] + self.angles
             vec = np.stack((np.cos(a), np.sin(a), np.zeros_like(a)), axis=1).ravel()
             pnt = np.array([d.qpos[0], d.qpos[1], self.z])
             mujoco.mj_multiRay(
-                self.m,
-                d,
-                pnt,
-                vec,
-                None,
-                1,
-                self.robot_body,
-                self.geomid,
-                self.dist,
-                None,
-                len(self.angles),
-                self.max_range,
+                m, d, pnt, vec, None, 1, self.robot_body, self.geomid, self.dist, None, n, mujoco.mjMAXVAL
             )
 
     def physics_and_lidar(self) -> None:
@@ -111,11 +103,13 @@ def peak_device_mb(device: str) -> float | None:
         return torch.cuda.max_memory_allocated() / 2**20
 
 
-def bench_worlds(n: int, device: str, steps: int, baseline: bool) -> dict:
+def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) -> dict:
     from navexp import compose_config, make_env
 
     t = time.perf_counter()
-    env = make_env(compose_config([f"env.num_envs={n}", f"env.device={device}"]))
+    env = make_env(
+        compose_config([f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"])
+    )
     build_s = time.perf_counter() - t
     actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
     t = time.perf_counter()
@@ -124,6 +118,7 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool) -> dict:
     first_step_s = time.perf_counter() - t
     sync = env.sim.synchronize
     row = {
+        "backend": env.backend,
         "num_envs": n,
         "build_s": build_s,
         "first_step_s": first_step_s,
@@ -144,14 +139,19 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool) -> dict:
     return row
 
 
-def bench_ppo(n: int, steps_per_env: int, device: str) -> dict:
+def bench_ppo(n: int, steps_per_env: int, device: str, backend: str) -> dict:
     """One PPO iteration (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env."""
     from navexp import compose_config, make_env
     from navexp.rl_cfg import build_train_cfg
     from navexp.runner import NavRunner
 
     cfg = compose_config(
-        [f"env.num_envs={n}", f"env.device={device}", f"ppo.num_steps_per_env={steps_per_env}"]
+        [
+            f"env.num_envs={n}",
+            f"env.device={device}",
+            f"ppo.num_steps_per_env={steps_per_env}",
+            f"env.sim.backend={backend}",
+        ]
     )
     env = make_env(cfg)
     runner = NavRunner(env, build_train_cfg(cfg), None, str(env.device), infos={}, quiet=True)
@@ -159,6 +159,7 @@ def bench_ppo(n: int, steps_per_env: int, device: str) -> dict:
     runner.learn(1)
     collect, learn = runner.last_times
     return {
+        "backend": env.backend,
         "num_envs": n,
         "num_steps_per_env": steps_per_env,
         "transitions": n * steps_per_env,
@@ -198,27 +199,26 @@ def format_table(result: dict) -> str:
         return "-" if v is None else f"{v / 1000:,.1f}k"
 
     lines = [
-        "| worlds | physics | physics+LiDAR | full step | baseline physics | baseline phys+LiDAR | "
+        "| backend | worlds | physics | physics+LiDAR | full step | baseline physics | baseline phys+LiDAR | "
         "ratio phys | ratio phys+LiDAR | full / baseline | first step s | peak host MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["worlds"]:
         ratio = [
             r.get(x) for x in ("ratio_physics", "ratio_physics_lidar", "ratio_full_vs_baseline_physics_lidar")
         ]
         lines.append(
-            f"| {r['num_envs']} | {k(r['physics_sps'])} | {k(r['physics_lidar_sps'])} | "
+            f"| {r['backend']} | {r['num_envs']} | {k(r['physics_sps'])} | {k(r['physics_lidar_sps'])} | "
             f"{k(r['full_step_sps'])} | "
             f"{k(r.get('baseline_physics_sps'))} | {k(r.get('baseline_physics_lidar_sps'))} | "
             + " | ".join("-" if x is None else f"{x:.2f}x" for x in ratio)
             + f" | {r['first_step_s']:.1f} | {r['peak_host_mb']:.0f} |"
         )
-    p = result.get("ppo")
-    if p:
+    for p in result.get("ppo", []):
         lines += [
             "",
-            f"PPO iteration at {p['num_envs']} x {p['num_steps_per_env']} ({p['transitions']:,} "
-            f"transitions): collect {p['collect_s']:.2f} s, learn {p['learn_s']:.2f} s "
+            f"PPO iteration ({p['backend']}) at {p['num_envs']} x {p['num_steps_per_env']} "
+            f"({p['transitions']:,} transitions): collect {p['collect_s']:.2f} s, learn {p['learn_s']:.2f} s "
             f"(collect/learn {p['collect_over_learn']:.2f})",
         ]
     return "\n".join(lines)
@@ -227,6 +227,7 @@ def format_table(result: dict) -> str:
 def parse_args(argv: list[str]) -> dict:
     opts = {
         "device": "auto",
+        "backends": "auto",
         "num_envs": "64,256,1024",
         "steps": "30",
         "ppo": "1024x32",
@@ -254,12 +255,20 @@ def main(argv: list[str] | None = None) -> dict:
         "steps": int(opts["steps"]),
         "worlds": [],
     }
-    for n in worlds:
-        result["worlds"].append(bench_worlds(n, device, int(opts["steps"]), baseline))
-        print(f"[bench] {n} worlds done", flush=True)
+    backends = (
+        opts["backends"].split(",")
+        if opts["backends"] != "auto"
+        else (["warp"] if device.startswith("cuda") else ["warp", "mujoco"])
+    )
+    for backend in backends:
+        for n in worlds:
+            # The classic baseline is measured once per world count, next to the first backend's row.
+            result["worlds"].append(bench_worlds(n, device, int(opts["steps"]), baseline, backend))
+            print(f"[bench] {backend}: {n} worlds done", flush=True)
+    result["ppo"] = []
     if opts["ppo"] != "none":
         n, t = (int(x) for x in opts["ppo"].lower().split("x"))
-        result["ppo"] = bench_ppo(n, t, device)
+        result["ppo"] = [bench_ppo(n, t, device, backend) for backend in backends]
     result["table"] = format_table(result)
     out = Path(opts["out"])
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,12 @@ def test_tiny_benchmark_produces_a_complete_table(tmp_path):
     out = tmp_path / "bench.json"
     result = bench.main(["device=cpu", "num_envs=2,4", "steps=2", "ppo=4x4", f"out={out}"])
     assert json.loads(out.read_text())["command"].startswith("python -m navexp.bench")
-    assert [r["num_envs"] for r in result["worlds"]] == [2, 4]
+    assert [(r["backend"], r["num_envs"]) for r in result["worlds"]] == [
+        ("warp", 2),
+        ("warp", 4),
+        ("mujoco", 2),
+        ("mujoco", 4),
+    ]
     keys = [
         "physics_sps",
         "physics_lidar_sps",
@@ -27,8 +32,11 @@ def test_tiny_benchmark_produces_a_complete_table(tmp_path):
     for row in result["worlds"]:
         for k in keys:
             assert isinstance(row[k], float) and math.isfinite(row[k]) and row[k] > 0, k
-    ppo = result["ppo"]
-    assert ppo["transitions"] == 16 and ppo["collect_s"] > 0 and ppo["learn_s"] > 0
+    assert [p["backend"] for p in result["ppo"]] == ["warp", "mujoco"]
+    for ppo in result["ppo"]:
+        assert ppo["transitions"] == 16 and ppo["collect_s"] > 0 and ppo["learn_s"] > 0
     table = result["table"].splitlines()
-    assert table[0].startswith("| worlds |") and len(table) == 2 + 2 + 2  # header, rule, 2 rows, blank, PPO
+    assert (
+        table[0].startswith("| backend | worlds |") and len(table) == 2 + 4 + 2 * 2
+    )  # header, rule, rows, PPO
     assert result["machine"]["cpu_count"] >= 1
