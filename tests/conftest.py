@@ -11,6 +11,17 @@ from navexp import compose_config, make_env
 
 BASE = ["env.device=cpu", "env.lidar.range_noise_std_m=0.0"]
 
+TINY_TRAIN = [
+    "env.device=cpu",
+    "env.num_envs=4",
+    "env.episode_length_s=1.0",
+    "ppo.num_steps_per_env=16",
+    "ppo.num_mini_batches=2",
+    "ppo.max_iterations=2",
+]
+"""A tiny but real training run: 4 worlds, 1 s episodes (10 control steps) so episodes end inside
+16-step rollouts, 2 PPO iterations."""
+
 
 def build_env(*overrides: str):
     """A NavEnv on the CPU with noise-free LiDAR, plus the given overrides."""

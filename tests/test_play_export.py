@@ -9,22 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_TRAIN
 
 from navexp import compose_config
 from navexp.train import run
 
-TINY = [
-    "env.device=cpu",
-    "env.num_envs=4",
-    "env.episode_length_s=1.0",
-    "ppo.num_steps_per_env=16",
-    "ppo.num_mini_batches=2",
-    "ppo.max_iterations=2",
-    "ppo.save_interval=1",
-    "eval.num_episodes=4",
-    "eval.plot_episodes=4",
-    "size=none",
-]
+TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=4", "eval.plot_episodes=4", "size=none"]
 
 
 @pytest.fixture(scope="module")

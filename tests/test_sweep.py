@@ -9,18 +9,11 @@ from pathlib import Path
 
 import optuna
 import pytest
+from conftest import TINY_TRAIN
 from optuna.trial import TrialState
 
 ROOT = Path(__file__).parents[1]
-TINY = [
-    "env.device=cpu",
-    "env.num_envs=4",
-    "env.episode_length_s=1.0",
-    "ppo.num_steps_per_env=16",
-    "ppo.num_mini_batches=2",
-    "ppo.max_iterations=2",
-    "eval.num_episodes=4",
-]
+TINY = [*TINY_TRAIN, "eval.num_episodes=4"]
 
 
 def sweep(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -10,24 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_TRAIN
 from rsl_rl.models import MLPModel
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
 from navexp.train import run
 
-# Tiny but real: 4 worlds, 1 s episodes (10 control steps) so episodes end inside 16-step rollouts.
-TINY = [
-    "env.device=cpu",
-    "env.num_envs=4",
-    "env.episode_length_s=1.0",
-    "ppo.num_steps_per_env=16",
-    "ppo.num_mini_batches=2",
-    "ppo.max_iterations=2",
-    "ppo.save_interval=1",
-    "eval.num_episodes=6",
-    "size=none",
-]
+TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
 
 
 def train(tmp_path: Path, *extra: str, name: str = "run") -> tuple[float, Path]:
