@@ -126,41 +126,27 @@ class MujocoSim:
             d.qpos[:] = self.qpos[w].numpy()
 
     # -- stepping ---------------------------------------------------------------------------
-    def _load(self, w: int, d: mujoco.MjData) -> None:
-        d.qpos[:] = self.qpos_np[w]
-        d.qvel[:] = self.qvel_np[w]
-        d.ctrl[:] = self.ctrl_np[w]
-
-    @property
-    def qpos_np(self) -> np.ndarray:
-        return self.qpos.numpy()
-
-    @property
-    def qvel_np(self) -> np.ndarray:
-        return self.qvel.numpy()
-
-    @property
-    def ctrl_np(self) -> np.ndarray:
-        return self.ctrl.numpy()
-
     def step_physics(self) -> None:
         """``decimation`` physics steps per world; contact flag over the substeps and the final pose."""
-        q, v, contact, over = self.qpos_np, self.qvel_np, self.contact.numpy(), self.overflow.numpy()
+        q, v, c = self.qpos.numpy(), self.qvel.numpy(), self.ctrl.numpy()
+        contact, over = self.contact.numpy(), self.overflow.numpy()
         over[:] = 0
+        step, dec = mujoco.mj_step, self.decimation
         for w, (m, d) in enumerate(zip(self.models, self.datas, strict=True)):
-            self._load(w, d)
+            d.qpos[:], d.qvel[:], d.ctrl[:] = q[w], v[w], c[w]
             hit = False
-            for _ in range(self.decimation):
-                mujoco.mj_step(m, d)
+            for _ in range(dec):
+                step(m, d)
                 hit = hit or d.ncon > 0
             # mj_step leaves kinematics and contacts at the pre-integration pose: move both to the end.
             mujoco.mj_kinematics(m, d)
             mujoco.mj_collision(m, d)
             contact[w] = hit or d.ncon > 0
             q[w], v[w] = d.qpos, d.qvel
-            if any(d.warning[i].number for i in _UNSTABLE):
+            warning = d.warning
+            if any(warning[i].number for i in _UNSTABLE):
                 q[w] = v[w] = np.nan  # the env's finite check then names this world
-            if any(d.warning[i].number for i in _WARNINGS):
+            if any(warning[i].number for i in _WARNINGS):
                 over[w] = 1
 
     def cast_lidar(self, world_ids: np.ndarray | None = None) -> None:
@@ -199,9 +185,10 @@ class MujocoSim:
     def refresh(self, world_ids: torch.Tensor | None = None) -> None:
         """Kinematics and LiDAR of ``world_ids`` (all when None) after their layouts were written."""
         ids = np.arange(self.num_worlds) if world_ids is None else world_ids.cpu().numpy()
+        q = self.qpos.numpy()
         for w in ids:
             d = self.datas[w]
-            self._load(w, d)
+            d.qpos[:] = q[w]
             mujoco.mj_kinematics(self.models[w], d)
         self.cast_lidar(ids)
 
