@@ -16,6 +16,12 @@ PARK_Z_M = -50.0
 """Unused obstacle slots are parked this far below the floor: no ray or contact reaches them."""
 
 
+SENSOR = """  <sensor>
+    <contact name="robot_contacts" geom1="robot" data="found"/>
+  </sensor>
+"""
+
+
 @dataclass(frozen=True)
 class SceneSpec:
     """Geometry and actuation of the scene; plain values so the sim layer needs no RL config."""
@@ -107,8 +113,12 @@ def _obstacles(s: SceneSpec) -> str:
     return "\n".join(lines)
 
 
-def build_mjcf(s: SceneSpec) -> str:
-    """Return the MJCF of the scene (robot at the origin, every obstacle slot parked)."""
+def build_mjcf(s: SceneSpec, contact_sensor: bool = False) -> str:
+    """Return the MJCF of the scene (robot at the origin, every obstacle slot parked).
+
+    ``contact_sensor`` adds a sensor counting the robot's contacts (read per substep by the classic
+    MuJoCo backend's threaded rollout); it changes no physics.
+    """
     r, m = s.robot_radius_m, s.robot_mass_kg
     # Inertia of the reference solid cylinder (radius r, half-height h): the sphere proxy only
     # replaces the collision shape, the dynamics stay those of the reference robot.
@@ -138,10 +148,10 @@ def build_mjcf(s: SceneSpec) -> str:
     <velocity name="wz" joint="jz" kv="{s.ang_kv}" ctrllimited="true" ctrlrange="{-w} {w}"
               forcelimited="true" forcerange="{-tq} {tq}"/>
   </actuator>
-</mujoco>
+{SENSOR if contact_sensor else ""}</mujoco>
 """
 
 
-def build_model(s: SceneSpec) -> mujoco.MjModel:
+def build_model(s: SceneSpec, contact_sensor: bool = False) -> mujoco.MjModel:
     """Compile the scene with classic MuJoCo (the host model every backend starts from)."""
-    return mujoco.MjModel.from_xml_string(build_mjcf(s))
+    return mujoco.MjModel.from_xml_string(build_mjcf(s, contact_sensor))
