@@ -15,6 +15,7 @@ state; peak host (and device) memory. Then one PPO iteration (collect and learn)
 
 from __future__ import annotations
 
+import copy
 import json
 import platform
 import resource
@@ -43,7 +44,8 @@ class ClassicBaseline:
 
     def __init__(self, env) -> None:
         from navexp.sim import beam_angles
-        from navexp.sim.mujoco_backend import MujocoSim
+        from navexp.sim.mujoco_backend import CONTROL, MujocoSim
+        from navexp.sim.scene import build_model
 
         cfg = env.env_cfg
         self.decimation = cfg.sim.decimation
@@ -58,9 +60,19 @@ class ClassicBaseline:
             torch.arange(env.num_envs), env.layout.index(torch.arange(env.num_envs).to(env.device))
         )
         self.z, self.robot_body = ref.spec.robot_z, ref.robot_body
-        self.models, self.datas = ref.models, ref.datas
-        for m, d in zip(self.models, self.datas, strict=True):
+        plain = build_model(env.sim.spec)  # the MJCF without navexp's contact sensor
+        self.models, self.datas = [], []
+        qpos = env.sim.qpos.detach().cpu().double().numpy()
+        for w, sized in enumerate(ref.models):
+            m = copy.copy(plain)
+            for field in ("geom_size", "geom_rbound", "geom_aabb", "bvh_aabb"):
+                getattr(m, field)[:] = getattr(sized, field)
+            self.models.append(m)
+            d = mujoco.MjData(m)
+            mujoco.mj_setState(m, d, ref._control[w, 0], CONTROL)  # obstacle mocap poses
+            d.qpos[:] = qpos[w]
             mujoco.mj_forward(m, d)
+            self.datas.append(d)
         rng = np.random.default_rng(0)
         self.ctrl = rng.uniform(-1, 1, (env.num_envs, 3))
         n = len(self.angles)
