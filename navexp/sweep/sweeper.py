@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,9 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             directions=self.direction,
             load_if_exists=True,
         )
-        stale = optuna.storages.fail_stale_trials(study) if storage.is_heartbeat_enabled() else None
+        with warnings.catch_warnings():  # fail_stale_trials is marked experimental in optuna 2.10
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            stale = optuna.storages.fail_stale_trials(study) if storage.is_heartbeat_enabled() else None
         if stale:
             log.warning(f"marked {len(stale)} trials whose sweeper stopped as FAIL: {stale}")
         self._write_study_info()
