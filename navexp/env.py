@@ -14,7 +14,6 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from navexp.config import validate_env_cfg
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
@@ -23,6 +22,7 @@ from navexp.sim.layout import Layout, LayoutSpec, _rotate, nearest_obstacle, sam
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.state import REASONS, SUCCESS, EnvDims, NavState
+from navexp.validation import validate_env_cfg
 
 
 class NavEnv(VecEnv):

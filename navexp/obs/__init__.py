@@ -1,0 +1,1 @@
+"""Observation terms (registry with provenance and declared widths) and the group builder."""

@@ -1,0 +1,1 @@
+"""Reward terms (registry), the weighted sum with per-term episode sums, and the termination logic."""
