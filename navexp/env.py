@@ -202,39 +202,56 @@ class NavEnv(VecEnv):
         for flag in (s.success, s.collision, s.out_of_bounds, s.time_out):
             flag[ids] = False
 
-    def _read_sim(self, reset_ids: torch.Tensor | None = None) -> None:
-        """Fill the state from the simulator's tensors (all worlds)."""
-        s, sim = self.state, self.sim
-        s.pos_xy = sim.qpos[:, :2].clone()
-        s.yaw = sim.qpos[:, 2].clone()
-        s.vel_world = sim.qvel[:, :2].clone()
-        s.omega = sim.qvel[:, 2].clone()
-        s.vel_body = _rotate(s.vel_world, -s.yaw)
-        s.goal_xy = self.layout.goal_xy
-        to_goal = s.goal_xy - s.pos_xy
-        s.goal_dist = to_goal.norm(dim=-1)
-        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
-        s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
-        s.scan_clean = sim.ranges.clone()
+    def _sim_fields(self, ids: torch.Tensor | slice) -> dict[str, torch.Tensor]:
+        """State fields of the worlds ``ids`` computed from the simulator's tensors and the layouts."""
+        sim, lay = self.sim, self.layout
+        pos, yaw = sim.qpos[ids, :2].clone(), sim.qpos[ids, 2].clone()
+        vel = sim.qvel[ids, :2].clone()
+        goal = lay.goal_xy[ids].clone()
+        to_goal = goal - pos
+        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - yaw
+        clean = sim.ranges[ids].clone()
         noise = self.env_cfg.lidar.range_noise_std_m
+        scan = clean.clone()
         if noise > 0:
-            eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
-            s.scan = (s.scan_clean + noise * eps).clamp(0.0, self.dims.max_range_m)
-        else:
-            s.scan = s.scan_clean.clone()
-        s.min_scan = s.scan_clean.min(dim=1).values
-        s.contact = sim.contact.bool()
-        dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
-        s.clearance = dist.squeeze(1)
-        direction = closest.squeeze(1) - s.pos_xy
+            eps = torch.randn(clean.shape, generator=self.generator, device=self.device)
+            scan = (clean + noise * eps).clamp(0.0, self.dims.max_range_m)
+        sub = lay if isinstance(ids, slice) else lay.index(ids)
+        dist, closest = nearest_obstacle(pos.unsqueeze(1), sub, self.half_x, self.half_y)
+        direction = closest.squeeze(1) - pos
         direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-        s.nearest_dir_body = _rotate(direction, -s.yaw)
-        s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
-        if reset_ids is not None:
-            # A new episode starts with no motion history and no progress yet.
-            s.pos_window[reset_ids] = s.pos_xy[reset_ids].unsqueeze(1)
-            s.prev_goal_dist[reset_ids] = s.goal_dist[reset_ids]
-            s.contact[reset_ids] = False
+        return {
+            "pos_xy": pos,
+            "yaw": yaw,
+            "vel_world": vel,
+            "vel_body": _rotate(vel, -yaw),
+            "omega": sim.qvel[ids, 2].clone(),
+            "goal_xy": goal,
+            "goal_dist": to_goal.norm(dim=-1),
+            "goal_bearing": torch.atan2(torch.sin(bearing), torch.cos(bearing)),  # wrap to [-pi, pi]
+            "scan_clean": clean,
+            "scan": scan,
+            "min_scan": clean.min(dim=1).values,
+            "contact": sim.contact[ids].bool(),
+            "clearance": dist.squeeze(1),
+            "nearest_dir_body": _rotate(direction, -yaw),
+        }
+
+    def _read_sim(self, reset_ids: torch.Tensor | None = None) -> None:
+        """Fill the state from the simulator: every world after a control step (the position window
+        advances one entry), or only the worlds ``reset_ids`` at the start of their new episode (no
+        history, no progress, no contact); the other worlds' state is left exactly as it is."""
+        s = self.state
+        if reset_ids is None:
+            for name, value in self._sim_fields(slice(None)).items():
+                setattr(s, name, value)
+            s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+            return
+        for name, value in self._sim_fields(reset_ids).items():
+            getattr(s, name)[reset_ids] = value
+        s.pos_window[reset_ids] = s.pos_xy[reset_ids].unsqueeze(1)
+        s.prev_goal_dist[reset_ids] = s.goal_dist[reset_ids]
+        s.contact[reset_ids] = False
 
     def _episode_log(self, ended: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per-episode values of the worlds that just ended; rsl_rl averages them per iteration."""
@@ -265,15 +282,18 @@ class NavEnv(VecEnv):
     def _check_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
         if not self.env_cfg.check_finite:
             return
-        bad = ~torch.isfinite(self.sim.qpos).all(1) | ~torch.isfinite(self.sim.qvel).all(1)
-        sources = {"simulator state": bad.clone()}
+        sources = {
+            "simulator state": torch.isfinite(self.sim.qpos).all(1) & torch.isfinite(self.sim.qvel).all(1)
+        }
         for g in obs.keys():
-            sources[f"observation group '{g}'"] = ~torch.isfinite(obs[g]).all(1)
+            sources[f"observation group '{g}'"] = torch.isfinite(obs[g]).all(1)
         if rewards is not None:
-            sources["rewards"] = ~torch.isfinite(rewards)
-        for what, mask in sources.items():
-            if bool(mask.any()):
-                worlds = mask.nonzero().flatten().tolist()
+            sources["rewards"] = torch.isfinite(rewards)
+        if bool(torch.stack(list(sources.values())).all()):  # one device sync when all is well
+            return
+        for what, ok in sources.items():
+            if not bool(ok.all()):
+                worlds = (~ok).nonzero().flatten().tolist()
                 raise FloatingPointError(
                     f"NaN/inf in {what} in worlds {worlds[:10]} ({len(worlds)} worlds); stopping rather than "
                     f"training on garbage (env.check_finite=false disables this check)"

@@ -73,6 +73,7 @@ def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged(backend):
         "goal": env.layout.goal_xy.clone(),
         "obst": env.layout.cyl_xy.clone(),
         "obs": env.get_observations()["policy"].clone(),
+        "window": env.state.pos_window.clone(),
         "len": env.episode_length_buf.clone(),
     }
     env.reset(torch.tensor([1, 3]))
@@ -85,6 +86,7 @@ def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged(backend):
             "goal": env.layout.goal_xy,
             "obst": env.layout.cyl_xy,
             "obs": env.get_observations()["policy"],
+            "window": env.state.pos_window,
             "len": env.episode_length_buf,
         }[name]
         assert torch.equal(new[keep], old[keep]), name
@@ -151,3 +153,28 @@ def test_constraint_buffer_overflow_is_reported(scenario_file):
     with pytest.raises(RuntimeError, match="njmax"):
         for _ in range(8):
             env.step(FORWARD.repeat(2, 1))
+
+
+def test_a_reset_elsewhere_does_not_touch_a_running_world(scenario_file, backend):
+    """World 0 crashes and auto-resets; world 1's position window still gains exactly one entry per step
+    and its noisy scan is drawn once per step (the reset reads only the reset world)."""
+    env = build_env(
+        backend,
+        "env.num_envs=2",
+        f"env.scenarios={scenario_file(TWO_WORLDS)}",
+        "env.lidar.range_noise_std_m=0.01",
+    )
+    positions = [env.state.pos_xy[1].clone()]
+    reset_seen = False
+    for _ in range(6):
+        scan_before = env.state.scan[1].clone()
+        _, _, done, _ = env.step(FORWARD.repeat(2, 1))
+        positions.append(env.state.pos_xy[1].clone())
+        if done[0]:
+            reset_seen = True
+            window = env.state.pos_window[1]
+            # The last 3 window entries are the last 3 positions, one per step: no extra shift.
+            assert torch.equal(window[-3:], torch.stack(positions[-3:]))
+            assert not torch.equal(env.state.scan[1], scan_before)
+            assert env.state.step[0].item() == 0 and env.state.step[1].item() == len(positions) - 1
+    assert reset_seen
