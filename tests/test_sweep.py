@@ -35,6 +35,13 @@ def sweep(tmp_path: Path, *args: str, check: bool = True) -> subprocess.Complete
     return proc
 
 
+def write_space(tmp_path: Path, text: str) -> Path:
+    """A one-off search-space file (config key: sweep expression per line)."""
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    return path
+
+
 def load(tmp_path: Path) -> optuna.Study:
     return optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path}/study.db")
 
@@ -71,8 +78,7 @@ def test_default_study_runs_reports_and_continues(tmp_path):
 
 def test_nan_objective_and_crashing_trials_keep_the_study_alive(tmp_path):
     """Grid over eval on/off x beams 72/0: eval off returns NaN, 0 beams crashes; both FAIL, study ends."""
-    space = tmp_path / "space.yaml"
-    space.write_text("eval.enabled: choice(true, false)\nenv.lidar.num_beams: choice(72, 0)\n")
+    space = write_space(tmp_path, "eval.enabled: choice(true, false)\nenv.lidar.num_beams: choice(72, 0)\n")
     sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -91,8 +97,7 @@ def test_nan_objective_and_crashing_trials_keep_the_study_alive(tmp_path):
 
 
 def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path):
-    space = tmp_path / "space.yaml"
-    space.write_text("env.lidar.num_beams: choice(0, -1, -2)\n")
+    space = write_space(tmp_path, "env.lidar.num_beams: choice(0, -1, -2)\n")
     proc = sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", "sweep.n_trials=5", check=False)
     assert proc.returncode != 0 and "more than sweep.max_failure_rate=0.5" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
@@ -100,8 +105,7 @@ def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path
 
 
 def test_misspelled_search_space_key_fails_before_any_trial(tmp_path):
-    space = tmp_path / "space.yaml"
-    space.write_text("reward.terms.colision.weight: interval(-20.0, -1.0)\n")
+    space = write_space(tmp_path, "reward.terms.colision.weight: interval(-20.0, -1.0)\n")
     proc = sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", check=False)
     assert proc.returncode != 0
     assert "reward.terms.colision.weight" in proc.stderr and "reward.terms.collision.weight" in proc.stderr
@@ -122,8 +126,7 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
     killed = study.ask()
     storage.record_heartbeat(killed._trial_id)
     time.sleep(3)
-    space = tmp_path / "space.yaml"
-    space.write_text("ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -138,8 +141,7 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
 
 def test_multi_objective_and_pruning_reports(tmp_path):
     """Two objectives give a Pareto front; pruning reports record the trials' intermediate values."""
-    space = tmp_path / "space.yaml"
-    space.write_text("ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -177,8 +179,7 @@ def test_basic_sweeper_still_runs_seeds(tmp_path):
 
 
 def test_joblib_launcher_runs_trials_in_parallel(tmp_path):
-    space = tmp_path / "space.yaml"
-    space.write_text("ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     proc = sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -194,8 +195,7 @@ def test_joblib_launcher_runs_trials_in_parallel(tmp_path):
 def test_sweep_report_cli(tmp_path):
     from navexp import sweep_report
 
-    space = tmp_path / "space.yaml"
-    space.write_text("ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", "sweep.n_trials=2")
     out = sweep_report.main([str(tmp_path / "study.db"), "--out", str(tmp_path / "rep")])
     text = (out / "report.md").read_text()
