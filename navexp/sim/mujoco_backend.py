@@ -1,10 +1,16 @@
 """Classic MuJoCo backend for the CPU: the same scene, layouts and tensor contract as WarpSim.
 
-Physics runs in ``mujoco.rollout`` (a persistent C++ thread pool over all cores, no Python loop over
-worlds or substeps): one MjModel copy per world (per-world obstacle sizes), the robot pose and
-velocity as the rollout state, servo targets and obstacle mocap poses as its control, and a contact
-sensor read after every substep for the contact flag. Then, per world, one pass at the final pose
-runs kinematics, the engine's collision check and ``mj_multiRay`` for the LiDAR. Measured on a
+Everything per world runs in ``mujoco.rollout``'s persistent C++ thread pool over all cores; Python
+never loops over worlds or substeps while stepping. One control step is two threaded rollouts:
+
+1. physics: ``decimation`` substeps of every world (state = time, qpos, qvel; control = servo
+   targets and obstacle mocap poses), with a contact sensor read after every substep;
+2. sensing: one more rollout step from the final states, on a copy of the scene that also carries
+   the LiDAR as one rangefinder per beam. A step evaluates its sensors at the state it starts from,
+   so this reads the contact flag and the engine's own ray casting at the final pose; its integrated
+   state is discarded.
+
+Each world has its own MjModel copy (per-world obstacle sizes, written on reset). Measured on a
 2-core CPU this is several times faster per env step than MuJoCo Warp's CPU device (BENCHMARKS.md);
 ``sim.backend=auto`` picks it whenever the device is the CPU.
 
@@ -63,7 +69,9 @@ class MujocoSim:
         self.spec, self.num_worlds, self.decimation = spec, num_worlds, decimation
         self.device = torch.device("cpu")
         self.max_range_m = max_range_m
+        angles = beam_angles.to(torch.float64).cpu().numpy()
         self.mjm: mujoco.MjModel = build_model(spec, contact_sensor=True)
+        self.sense_mjm: mujoco.MjModel = build_model(spec, contact_sensor=True, beam_angles_rad=angles)
         m = self.mjm
         self.robot_body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "robot")
         names = [f"cyl{i}" for i in range(spec.cylinder_slots)] + [f"box{i}" for i in range(spec.box_slots)]
@@ -73,35 +81,36 @@ class MujocoSim:
         )
         mocap = np.array([m.body_mocapid[b] for b in bodies], dtype=int)
         # Ray casting culls with each body's bounding-volume hierarchy, compiled for the placeholder
-        # sizes; a slot body holds one geom, so its single BVH node is that geom's AABB.
+        # sizes; a slot body holds one geom, so its single BVH node is that geom's AABB. The beam
+        # sites add no geoms, so slot geoms, bodies and BVH nodes have the same ids in both models.
         assert all(m.body_bvhnum[b] == 1 for b in bodies)
+        assert self.sense_mjm.ngeom == m.ngeom and self.sense_mjm.nmocap == m.nmocap
         self._slot_bvh = np.array([m.body_bvhadr[b] for b in bodies], dtype=int)
         # Column indices of each slot's mocap pose inside the rollout control vector.
         nu, nmocap = m.nu, m.nmocap
         self._mocap_pos_cols = nu + 3 * mocap[:, None] + np.arange(3)
         self._mocap_quat_cols = nu + 3 * nmocap + 4 * mocap[:, None] + np.arange(4)
-        self.models = [copy.copy(m) for _ in range(num_worlds)]  # one per world: sizes differ
+        # One model copy per world and per pass (sizes differ between worlds).
+        self.models = [copy.copy(m) for _ in range(num_worlds)]
+        self.sense_models = [copy.copy(self.sense_mjm) for _ in range(num_worlds)]
         nthread = max(1, min(os.cpu_count() or 1, num_worlds))
         self._thread_data = [mujoco.MjData(m) for _ in range(nthread)]
+        self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
         self._rollout = rollout.Rollout(nthread=nthread)
-        self._scratch = mujoco.MjData(m)  # the final-pose pass, one world at a time
         nstate, ncontrol = mujoco.mj_stateSize(m, STATE), mujoco.mj_stateSize(m, CONTROL)
         self._state = np.zeros((num_worlds, nstate))
         self._control = np.zeros((num_worlds, decimation, ncontrol))
         self._out = np.zeros((num_worlds, decimation, nstate))
         self._sensors = np.zeros((num_worlds, decimation, m.nsensordata))
+        self._sense_out = np.zeros((num_worlds, 1, nstate))
+        self._sense_sensors = np.zeros((num_worlds, 1, self.sense_mjm.nsensordata))
         self._warnings = self._warning_counts()
-        self.beam_angles_rad = beam_angles.to(torch.float64).cpu().numpy()
-        nb = self.beam_angles_rad.size
         self.qpos = torch.zeros(num_worlds, 3)
         self.qvel = torch.zeros(num_worlds, 3)
         self.ctrl = torch.zeros(num_worlds, 3)
         self.contact = torch.zeros(num_worlds, dtype=torch.int32)
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
-        self.ranges = torch.full((num_worlds, nb), max_range_m)
-        self._dist = np.zeros(nb)
-        self._geomid = np.zeros(nb, dtype=np.int32)
-        self._vec = np.zeros(3 * nb)
+        self.ranges = torch.full((num_worlds, angles.size), max_range_m)
         self.write_layouts(
             torch.arange(num_worlds), Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu")
         )
@@ -133,27 +142,35 @@ class MujocoSim:
         half = size.copy()
         half[:, :c, 1], half[:, :c, 2] = lay["cyl_r"], hz
         g, bvh = self._slot_geoms, self._slot_bvh
+        # Sizes live in each world's MjModel: a short loop over the worlds being reset only.
         for k, w in enumerate(ids):
-            m = self.models[w]
-            m.geom_size[g] = size[k]
-            m.geom_rbound[g] = np.linalg.norm(half[k], axis=1)
-            m.geom_aabb[g, :3] = 0.0
-            m.geom_aabb[g, 3:] = half[k]
-            m.bvh_aabb[bvh, :3] = 0.0
-            m.bvh_aabb[bvh, 3:] = half[k]
+            for m in (self.models[w], self.sense_models[w]):
+                m.geom_size[g] = size[k]
+                m.geom_rbound[g] = np.linalg.norm(half[k], axis=1)
+                m.geom_aabb[g, :3] = 0.0
+                m.geom_aabb[g, 3:] = half[k]
+                m.bvh_aabb[bvh, :3] = 0.0
+                m.bvh_aabb[bvh, 3:] = half[k]
 
     # -- stepping ---------------------------------------------------------------------------
     def _warning_counts(self) -> np.ndarray:
-        return np.array([[d.warning[i].number for i in (*_UNSTABLE, *_FULL)] for d in self._thread_data])
+        data = (*self._thread_data, *self._sense_data)
+        return np.array([[d.warning[i].number for i in (*_UNSTABLE, *_FULL)] for d in data])
+
+    def _load_state(self, ids: np.ndarray | None = None) -> None:
+        """Copy the torch state of record (all worlds, or ``ids``) into the rollout's state rows."""
+        q, v = self.qpos.numpy(), self.qvel.numpy()
+        rows = slice(None) if ids is None else ids
+        self._state[rows, 0] = 0.0
+        self._state[rows, 1:4] = q[rows]
+        self._state[rows, 4:7] = v[rows]
 
     def _rollout_physics(self) -> np.ndarray:
         """All worlds, ``decimation`` substeps, in the thread pool; returns the per-world contact flag."""
-        q, v, u = self.qpos.numpy(), self.qvel.numpy(), self.ctrl.numpy()
-        st = self._state
-        st[:, 0] = 0.0
-        st[:, 1:4], st[:, 4:7] = q, v
+        self._load_state()
+        st, u = self._state, self.ctrl.numpy()
         self._control[:, :, :3] = u[:, None, :]
-        bad_input = ~(np.isfinite(st).all(1) & np.isfinite(u).all(1))
+        self._bad_input = ~(np.isfinite(st).all(1) & np.isfinite(u).all(1))
         self._rollout.rollout(
             self.models,
             self._thread_data,
@@ -166,75 +183,79 @@ class MujocoSim:
             skip_checks=True,
         )
         st[:] = self._out[:, -1]
+        q, v = self.qpos.numpy(), self.qvel.numpy()
         q[:], v[:] = st[:, 1:4], st[:, 4:7]
+        return (self._sensors[:, :, 0] > 0).any(axis=1)
+
+    def _sense(self, ids: np.ndarray | None = None) -> np.ndarray:
+        """Contact flag and LiDAR at the current states of all worlds (or ``ids``), in the pool.
+
+        Returns the contact flag of those worlds; writes their ranges (misses and hits beyond max
+        range read max range)."""
+        if ids is None:
+            models, st, ctrl = self.sense_models, self._state, self._control[:, :1]
+            out, sensors = self._sense_out, self._sense_sensors
+        else:
+            models = [self.sense_models[w] for w in ids]
+            st, ctrl = self._state[ids], self._control[ids, :1]
+            out, sensors = self._sense_out[: len(ids)], self._sense_sensors[: len(ids)]
+        self._rollout.rollout(
+            models,
+            self._sense_data,
+            st,
+            ctrl,
+            control_spec=CONTROL,
+            nstep=1,
+            state=out,
+            sensordata=sensors,
+            skip_checks=True,
+        )
+        dist = sensors[:, 0, 1:]
+        miss = (dist < 0) | (dist > self.max_range_m)
+        ranges = np.where(miss, self.max_range_m, dist)
+        if ids is None:
+            self.ranges.numpy()[:] = ranges
+        else:
+            self.ranges.numpy()[ids] = ranges
+        return sensors[:, 0, 0] > 0
+
+    def _check_warnings(self) -> None:
+        """Raise on an unstable world, flag buffer overflows, report NaN for a NaN input."""
+        bad = self._bad_input
         # MuJoCo silently resets a world whose state turns NaN/inf: report NaN so the env names it.
-        q[bad_input] = v[bad_input] = np.nan
+        q, v = self.qpos.numpy(), self.qvel.numpy()
+        q[bad] = v[bad] = np.nan
         counts = self._warning_counts()
         new = counts - self._warnings
         self._warnings = counts
         self.overflow[:] = 0
-        if new[:, : len(_UNSTABLE)].any() and not bad_input.any():
+        if new[:, : len(_UNSTABLE)].any() and not bad.any():
             raise FloatingPointError("MuJoCo reset an unstable world during the rollout (bad qpos/qvel/qacc)")
         if new[:, len(_UNSTABLE) :].any():
             self.overflow[:] = 1
-        return (self._sensors[:, :, 0] > 0).any(axis=1)
-
-    def _final_pose(self, ids, collide: bool, cast: bool) -> None:
-        """Per world at its final pose: kinematics, then contacts and/or the LiDAR."""
-        d, contact, ranges = self._scratch, self.contact.numpy(), self.ranges.numpy()
-        z, angles, nb = self.spec.robot_z, self.beam_angles_rad, self.beam_angles_rad.size
-        vec = self._vec.reshape(nb, 3)
-        for w in ids:
-            m = self.models[w]
-            mujoco.mj_setState(m, d, self._state[w], STATE)
-            mujoco.mj_setState(m, d, self._control[w, 0], CONTROL)
-            mujoco.mj_kinematics(m, d)
-            if collide:
-                mujoco.mj_collision(m, d)
-                contact[w] = contact[w] or d.ncon > 0
-            if cast:
-                x, y, yaw = d.qpos
-                a = yaw + angles
-                vec[:, 0], vec[:, 1] = np.cos(a), np.sin(a)
-                # No cutoff: we clip to max range below (the cutoff culls by bounding volumes).
-                mujoco.mj_multiRay(
-                    m,
-                    d,
-                    np.array([x, y, z]),
-                    self._vec,
-                    None,
-                    1,
-                    self.robot_body,
-                    self._geomid,
-                    self._dist,
-                    None,
-                    nb,
-                    mujoco.mjMAXVAL,
-                )
-                dist = self._dist
-                ranges[w] = np.where((dist < 0) | (dist > self.max_range_m), self.max_range_m, dist)
 
     def step_physics(self) -> None:
-        """Physics only (rollout + contacts at the final pose), no LiDAR: for benchmarks."""
+        """Physics only (substeps with their contacts), no final-pose pass: for benchmarks."""
         self.contact[:] = torch.from_numpy(self._rollout_physics())
-        self._final_pose(range(self.num_worlds), collide=True, cast=False)
+        self._check_warnings()
 
     def cast_lidar(self) -> None:
-        """LiDAR only, at the current poses: for benchmarks."""
-        self._final_pose(range(self.num_worlds), collide=False, cast=True)
+        """The final-pose pass only (contacts and LiDAR at the current poses): for benchmarks."""
+        self._load_state()
+        self._sense()
 
     def step(self) -> None:
-        """Advance every world one control step; contacts and LiDAR at the final pose in one pass."""
-        self.contact[:] = torch.from_numpy(self._rollout_physics())
-        self._final_pose(range(self.num_worlds), collide=True, cast=True)
+        """Advance every world one control step; contacts and LiDAR at the final pose."""
+        contact = self._rollout_physics()
+        contact |= self._sense()
+        self.contact[:] = torch.from_numpy(contact)
+        self._check_warnings()
 
     def refresh(self, world_ids: torch.Tensor | None = None) -> None:
-        """Kinematics and LiDAR of ``world_ids`` (all when None) after their layouts were written."""
-        ids = np.arange(self.num_worlds) if world_ids is None else world_ids.cpu().numpy()
-        self._state[ids, 0] = 0.0
-        self._state[ids, 1:4] = self.qpos.numpy()[ids]
-        self._state[ids, 4:7] = self.qvel.numpy()[ids]
-        self._final_pose(ids, collide=False, cast=True)
+        """LiDAR of ``world_ids`` (all when None) at their current poses, after layouts were written."""
+        ids = None if world_ids is None else world_ids.cpu().numpy()
+        self._load_state(ids)
+        self._sense(ids)
 
     def synchronize(self) -> None:
         """Nothing is queued on the CPU."""

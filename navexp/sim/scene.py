@@ -8,6 +8,8 @@ obstacles overlapping each other or a wall cost nothing and every contact involv
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mujoco
@@ -16,10 +18,8 @@ PARK_Z_M = -50.0
 """Unused obstacle slots are parked this far below the floor: no ray or contact reaches them."""
 
 
-SENSOR = """  <sensor>
-    <contact name="robot_contacts" geom1="robot" data="found"/>
-  </sensor>
-"""
+CONTACT_SENSOR = '    <contact name="robot_contacts" geom1="robot" data="found"/>'
+"""Counts the robot's contacts (sensordata[0] of a model built with ``contact_sensor``)."""
 
 
 @dataclass(frozen=True)
@@ -113,12 +113,33 @@ def _obstacles(s: SceneSpec) -> str:
     return "\n".join(lines)
 
 
-def build_mjcf(s: SceneSpec, contact_sensor: bool = False) -> str:
+def _beam_sites(angles_rad: Sequence[float]) -> str:
+    # A rangefinder casts along its site's z axis: one site per beam, z axis in the LiDAR plane.
+    return "\n".join(
+        f'      <site name="beam{i}" zaxis="{math.cos(a)!r} {math.sin(a)!r} 0" size="0.005" group="5"/>'
+        for i, a in enumerate(angles_rad)
+    )
+
+
+def _sensors(contact_sensor: bool, beams: int) -> str:
+    lines = [CONTACT_SENSOR] if contact_sensor else []
+    lines += [f'    <rangefinder name="beam{i}" site="beam{i}"/>' for i in range(beams)]
+    return "  <sensor>\n" + "\n".join(lines) + "\n  </sensor>\n" if lines else ""
+
+
+def build_mjcf(
+    s: SceneSpec, contact_sensor: bool = False, beam_angles_rad: Sequence[float] | None = None
+) -> str:
     """Return the MJCF of the scene (robot at the origin, every obstacle slot parked).
 
-    ``contact_sensor`` adds a sensor counting the robot's contacts (read per substep by the classic
-    MuJoCo backend's threaded rollout); it changes no physics.
+    Optional sensors for the classic MuJoCo backend, evaluated inside its threaded rollout; neither
+    changes any physics:
+    - ``contact_sensor``: sensordata[0] counts the robot's contacts;
+    - ``beam_angles_rad``: the LiDAR as one rangefinder per beam (sensordata after the contact
+      sensor), on a site at the robot centre whose z axis points at that body-frame angle. A
+      rangefinder ignores its own body (the robot) and reads -1 on a miss.
     """
+    angles = [] if beam_angles_rad is None else [float(a) for a in beam_angles_rad]
     r, m = s.robot_radius_m, s.robot_mass_kg
     # Inertia of the reference solid cylinder (radius r, half-height h): the sphere proxy only
     # replaces the collision shape, the dynamics stay those of the reference robot.
@@ -137,6 +158,7 @@ def build_mjcf(s: SceneSpec, contact_sensor: bool = False) -> str:
       <joint name="jz" type="hinge" axis="0 0 1" damping="0"/>
       <inertial pos="0 0 0" mass="{m}" diaginertia="{ixx} {ixx} {izz}"/>
       <geom name="robot" type="sphere" size="{r}" contype="1" conaffinity="0" rgba=".1 .8 .1 1"/>
+{_beam_sites(angles)}
     </body>
 {_obstacles(s)}
   </worldbody>
@@ -148,10 +170,12 @@ def build_mjcf(s: SceneSpec, contact_sensor: bool = False) -> str:
     <velocity name="wz" joint="jz" kv="{s.ang_kv}" ctrllimited="true" ctrlrange="{-w} {w}"
               forcelimited="true" forcerange="{-tq} {tq}"/>
   </actuator>
-{SENSOR if contact_sensor else ""}</mujoco>
+{_sensors(contact_sensor, len(angles))}</mujoco>
 """
 
 
-def build_model(s: SceneSpec, contact_sensor: bool = False) -> mujoco.MjModel:
+def build_model(
+    s: SceneSpec, contact_sensor: bool = False, beam_angles_rad: Sequence[float] | None = None
+) -> mujoco.MjModel:
     """Compile the scene with classic MuJoCo (the host model every backend starts from)."""
-    return mujoco.MjModel.from_xml_string(build_mjcf(s, contact_sensor))
+    return mujoco.MjModel.from_xml_string(build_mjcf(s, contact_sensor, beam_angles_rad))
