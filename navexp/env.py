@@ -59,6 +59,8 @@ class NavEnv(VecEnv):
         # Terms are resolved before the simulator: a config error costs no kernel compile.
         self.obs_manager = ObservationManager(cfg.obs, self.dims, n, dev)
         self.reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, dev)
+        # The analytic nearest-surface query runs only while an active term reads its result.
+        self.needs_clearance = bool(self.obs_manager.reads | self.reward_manager.reads)
         self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
         self.scenarios: Layout | None = None
         if env_cfg.scenarios:
@@ -88,6 +90,9 @@ class NavEnv(VecEnv):
             env_cfg.sim.cuda_graph,
         )
         self.state = NavState.zeros(n, self.dims, dev)
+        if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
+            self.state.clearance.fill_(float("nan"))
+            self.state.nearest_dir_body.fill_(float("nan"))
         self.layout = Layout.empty(n, env_cfg.obstacles.cylinder_slots, env_cfg.obstacles.box_slots, dev)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
@@ -216,11 +221,7 @@ class NavEnv(VecEnv):
         if noise > 0:
             eps = torch.randn(clean.shape, generator=self.generator, device=self.device)
             scan = (clean + noise * eps).clamp(0.0, self.dims.max_range_m)
-        sub = lay if isinstance(ids, slice) else lay.index(ids)
-        dist, closest = nearest_obstacle(pos.unsqueeze(1), sub, self.half_x, self.half_y)
-        direction = closest.squeeze(1) - pos
-        direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-        return {
+        fields = {
             "pos_xy": pos,
             "yaw": yaw,
             "vel_world": vel,
@@ -233,9 +234,15 @@ class NavEnv(VecEnv):
             "scan": scan,
             "min_scan": clean.min(dim=1).values,
             "contact": sim.contact[ids].bool(),
-            "clearance": dist.squeeze(1),
-            "nearest_dir_body": _rotate(direction, -yaw),
         }
+        if self.needs_clearance:
+            sub = lay if isinstance(ids, slice) else lay.index(ids)
+            dist, closest = nearest_obstacle(pos.unsqueeze(1), sub, self.half_x, self.half_y)
+            direction = closest.squeeze(1) - pos
+            direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+            fields["clearance"] = dist.squeeze(1)
+            fields["nearest_dir_body"] = _rotate(direction, -yaw)
+        return fields
 
     def _read_sim(self, reset_ids: torch.Tensor | None = None) -> None:
         """Fill the state from the simulator: every world after a control step (the position window

@@ -10,6 +10,17 @@ REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
 """Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
 SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
 
+ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body")
+"""NavState fields computed only while an active term declares it reads them (``reads=`` when the
+term is registered); otherwise they hold NaN, so an undeclared read fails the env's finite check."""
+
+
+def check_reads(term: str, reads: tuple[str, ...]) -> None:
+    """Reject a ``reads`` declaration that names something other than an on-demand field."""
+    unknown = sorted(set(reads) - set(ON_DEMAND_FIELDS))
+    if unknown:
+        raise ValueError(f"term '{term}' declares reads={unknown}; allowed: {list(ON_DEMAND_FIELDS)}")
+
 
 @dataclass
 class EnvDims:
@@ -59,9 +70,10 @@ class NavState:
     contact: torch.Tensor
     """[N] bool: the engine reported a robot contact during the last control step."""
     clearance: torch.Tensor
-    """[N] true distance from the robot centre to the nearest obstacle or wall surface (m)."""
+    """[N] true distance from the robot centre to the nearest obstacle or wall surface (m); on demand
+    (``ON_DEMAND_FIELDS``)."""
     nearest_dir_body: torch.Tensor
-    """[N, 2] unit vector to that nearest surface point (body frame)."""
+    """[N, 2] unit vector to that nearest surface point (body frame); on demand."""
     pos_window: torch.Tensor
     """[N, W+1, 2] positions of the last W control steps and now (index -1 is now)."""
     action: torch.Tensor

@@ -96,7 +96,8 @@ def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged(backend):
 
 def test_spawned_poses_are_collision_free(backend):
     """64 dense random layouts: start and goal keep robot radius + clearance (0.35 m) from everything."""
-    env = build_env(backend, "env=dense", "env.num_envs=64")
+    # obs=asymmetric: its privileged truth_clearance term makes the env compute state.clearance.
+    env = build_env(backend, "env=dense", "env.num_envs=64", "obs=asymmetric")
     need = env.env_cfg.robot.radius_m + env.env_cfg.spawn_clearance_m
     assert (env.state.clearance >= need - 1e-5).all()
     from navexp.sim.layout import nearest_obstacle

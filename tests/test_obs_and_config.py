@@ -196,3 +196,38 @@ def test_timeouts_appear_only_in_time_outs(scenario_file):
     assert rew.tolist() == [0.0, 0.0] and done.tolist() == [0, 0]
     env.reset()
     assert env.state.reason.tolist() == [0, 0]
+
+
+def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file):
+    """Robot at (1, -2.5) in the empty 8 m room: nearest surface is the wall y = -4, 1.50 m away, and
+    it lies straight to the robot's right (body frame (0, -1)). Without a term that reads it, the
+    field is NaN and a reward term declaring reads=("clearance",) switches it on."""
+    scene = """
+    scenarios:
+      - name: off_centre
+        robot: {x: 1.0, y: -2.5, yaw_deg: 0.0}
+        goal: {x: -3.0, y: 3.0}
+    """
+    path = scenario_file(scene)
+    plain = build_env("env.num_envs=1", f"env.scenarios={path}")
+    assert not plain.needs_clearance and plain.state.clearance.isnan().all()
+    plain.step(torch.zeros(1, 3))
+    assert plain.state.clearance.isnan().all()
+    env = build_env("env.num_envs=1", f"env.scenarios={path}", "obs=asymmetric")
+    assert env.needs_clearance
+    assert abs(env.state.clearance[0].item() - 1.50) < 1e-5
+    assert torch.allclose(env.state.nearest_dir_body[0], torch.tensor([0.0, -1.0]), atol=1e-5)
+    from navexp.rewards.terms import REWARD_TERMS, reward_term
+
+    assert REWARD_TERMS.get("near_obstacle").meta["reads"] == ()  # reads the LiDAR, not the truth
+
+    @reward_term("test_clearance_bonus", reads=("clearance",))
+    def clearance_bonus(s):
+        return s.clearance
+
+    shaped = build_env(
+        "env.num_envs=1", f"env.scenarios={path}", "+reward.terms.test_clearance_bonus={weight: 1.0}"
+    )
+    assert shaped.needs_clearance and abs(shaped.state.clearance[0].item() - 1.50) < 1e-5
+    with pytest.raises(ValueError, match=r"reads=\['clerance'\]; allowed: \['clearance', 'nearest_dir_body'\]"):
+        reward_term("wall_hugging", reads=("clerance",))

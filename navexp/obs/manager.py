@@ -20,6 +20,7 @@ class BoundObsTerm:
     fn: Any
     params: dict[str, Any]
     width: int
+    reads: tuple[str, ...] = ()
 
 
 def resolve_obs_terms(obs_cfg, dims: EnvDims) -> dict[str, list[BoundObsTerm]]:
@@ -39,7 +40,8 @@ def resolve_obs_terms(obs_cfg, dims: EnvDims) -> dict[str, list[BoundObsTerm]]:
         if not enabled or group not in groups:
             continue
         width = int(term.meta["width"](params, dims))
-        groups[group].append(BoundObsTerm(name, group, term.fn, params, width))
+        reads = tuple(term.meta.get("reads", ()))
+        groups[group].append(BoundObsTerm(name, group, term.fn, params, width, reads))
     for group, terms in groups.items():
         if not terms:
             raise ValueError(
@@ -65,6 +67,11 @@ class ObservationManager:
             g: torch.zeros(num_envs, self.history_length, w, device=device)
             for g, w in self.frame_widths.items()
         }
+
+    @property
+    def reads(self) -> set[str]:
+        """On-demand NavState fields the active terms read."""
+        return {f for terms in self.groups.values() for t in terms for f in t.reads}
 
     @property
     def group_widths(self) -> dict[str, int]:

@@ -11,7 +11,7 @@ from enum import Enum
 import torch
 
 from navexp.registry import Registry
-from navexp.state import NavState
+from navexp.state import NavState, check_reads
 
 
 class Provenance(str, Enum):
@@ -24,9 +24,13 @@ GROUP_OF = {Provenance.DEPLOYABLE: "policy", Provenance.SIM_ONLY: "privileged"}
 OBS_TERMS = Registry("observation")
 
 
-def obs_term(name: str, provenance: Provenance, width, enabled: bool = True):
-    """Register an observation term; ``width(params, dims) -> int`` declares its output width."""
-    return OBS_TERMS.register(name, provenance=provenance, width=width, enabled=enabled)
+def obs_term(name: str, provenance: Provenance, width, enabled: bool = True, reads: tuple[str, ...] = ()):
+    """Register an observation term; ``width(params, dims) -> int`` declares its output width.
+
+    ``reads`` names the on-demand NavState fields the term uses (``ON_DEMAND_FIELDS``): the env
+    computes those only while an active term reads them."""
+    check_reads(name, reads)
+    return OBS_TERMS.register(name, provenance=provenance, width=width, enabled=enabled, reads=tuple(reads))
 
 
 @obs_term("lidar", Provenance.DEPLOYABLE, lambda p, d: d.num_beams)
@@ -60,7 +64,7 @@ def action_prev(s: NavState) -> torch.Tensor:
     return s.action
 
 
-@obs_term("truth_clearance", Provenance.SIM_ONLY, lambda p, d: 1)
+@obs_term("truth_clearance", Provenance.SIM_ONLY, lambda p, d: 1, reads=("clearance",))
 def truth_clearance(s: NavState) -> torch.Tensor:
     """[N, 1] true distance to the nearest obstacle/wall surface / max range, clipped to [-1, 1]."""
     return (s.clearance / s.dims.max_range_m).clamp(-1.0, 1.0).unsqueeze(-1)
@@ -78,7 +82,7 @@ def truth_contact(s: NavState) -> torch.Tensor:
     return s.contact.float().unsqueeze(-1)
 
 
-@obs_term("truth_nearest_dir", Provenance.SIM_ONLY, lambda p, d: 2)
+@obs_term("truth_nearest_dir", Provenance.SIM_ONLY, lambda p, d: 2, reads=("nearest_dir_body",))
 def truth_nearest_dir(s: NavState) -> torch.Tensor:
     """[N, 2] unit vector to the nearest obstacle/wall surface point, body frame."""
     return s.nearest_dir_body

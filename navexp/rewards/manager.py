@@ -18,6 +18,7 @@ class BoundRewardTerm:
     fn: Any
     weight: float
     params: dict[str, Any]
+    reads: tuple[str, ...] = ()
 
 
 def resolve_reward_terms(reward_cfg, position_window: int) -> list[BoundRewardTerm]:
@@ -41,7 +42,8 @@ def resolve_reward_terms(reward_cfg, position_window: int) -> list[BoundRewardTe
                     f"reward.terms.{name}.params.{key}"
                 )
         if float(tcfg.weight) != 0.0:
-            terms.append(BoundRewardTerm(name, term.fn, float(tcfg.weight), params))
+            reads = tuple(term.meta.get("reads", ()))
+            terms.append(BoundRewardTerm(name, term.fn, float(tcfg.weight), params, reads))
     return terms
 
 
@@ -52,6 +54,11 @@ class RewardManager:
         self.terms = resolve_reward_terms(reward_cfg, position_window)
         self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t in self.terms}
         self._total = torch.zeros(num_envs, device=device)
+
+    @property
+    def reads(self) -> set[str]:
+        """On-demand NavState fields the weighted terms read."""
+        return {f for t in self.terms for f in t.reads}
 
     def compute(self, state: NavState, active: torch.Tensor | None = None) -> torch.Tensor:
         """Return the [N] reward; worlds where ``active`` is False (held after an episode end) get 0."""

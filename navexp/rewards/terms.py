@@ -9,14 +9,16 @@ from __future__ import annotations
 import torch
 
 from navexp.registry import Registry
-from navexp.state import NavState
+from navexp.state import NavState, check_reads
 
 REWARD_TERMS = Registry("reward")
 
 
-def reward_term(name: str, needs_window: str | None = None):
-    """Register a reward term; ``needs_window`` names the param that must be <= env.position_window."""
-    return REWARD_TERMS.register(name, needs_window=needs_window)
+def reward_term(name: str, needs_window: str | None = None, reads: tuple[str, ...] = ()):
+    """Register a reward term; ``needs_window`` names the param that must be <= env.position_window,
+    ``reads`` the on-demand NavState fields it uses (``ON_DEMAND_FIELDS``)."""
+    check_reads(name, reads)
+    return REWARD_TERMS.register(name, needs_window=needs_window, reads=tuple(reads))
 
 
 @reward_term("goal")
