@@ -18,7 +18,7 @@ from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
 from navexp.sim import beam_angles, make_sim, resolve_backend, resolve_device
-from navexp.sim.layout import Layout, LayoutSpec, _rotate, nearest_obstacle, sample_layouts
+from navexp.sim.layout import Layout, LayoutPool, LayoutSpec, _rotate, nearest_obstacle
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.state import REASONS, SUCCESS, EnvDims, NavState
@@ -74,6 +74,8 @@ class NavEnv(VecEnv):
             )
             self.scenarios = Layout(**{k: v.to(dev) for k, v in vars(fixed).items()})
         self.generator = torch.Generator(device=dev)
+        # Random layouts come in batches of at least 256 (one sampling call serves many resets).
+        self.layout_pool = LayoutPool(self.layout_spec, max(n, 256), self.generator, dev)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
         self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
@@ -107,6 +109,7 @@ class NavEnv(VecEnv):
     def seed(self, seed: int) -> None:
         """Seed the layout and noise generator (python/numpy/torch are seeded by the app)."""
         self.generator.manual_seed(seed)
+        self.layout_pool.clear()
 
     def get_observations(self) -> TensorDict:
         """The observation groups of the current state (policy [, privileged])."""
@@ -193,7 +196,7 @@ class NavEnv(VecEnv):
             entry = (ids + self.episode_count[ids] * self.num_envs) % k
             layout = self.scenarios.index(entry)
         else:
-            layout = sample_layouts(self.layout_spec, ids.numel(), self.generator, self.device)
+            layout = self.layout_pool.take(ids.numel())
         self.layout.assign(ids, layout)
         self.sim.write_layouts(ids, layout)
         s = self.state

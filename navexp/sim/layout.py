@@ -248,3 +248,32 @@ def sample_layouts(spec: LayoutSpec, k: int, g: torch.Generator, device) -> Layo
         f"{spec.max_attempts} attempts; lower obstacles.*_count or obstacle sizes, spawn_clearance_m "
         f"({spec.spawn_clearance_m}) or min_start_goal_dist_m ({spec.min_start_goal_dist_m})"
     )
+
+
+class LayoutPool:
+    """Random layouts sampled in batches and handed out in order.
+
+    Sampling costs a fixed number of tensor operations whatever the batch size, so one batch of
+    ``batch`` layouts serves many control steps' worth of resets instead of a sampling call per step.
+    Deterministic: the same generator state gives the same sequence of layouts. Layouts left in a
+    batch too small for a request are dropped and a new batch is drawn.
+    """
+
+    def __init__(self, spec: LayoutSpec, batch: int, generator: torch.Generator, device) -> None:
+        self.spec, self.batch, self.generator, self.device = spec, int(batch), generator, device
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop the remaining layouts (after re-seeding the generator)."""
+        self._pool: Layout | None = None
+        self._next = self._size = 0
+
+    def take(self, k: int) -> Layout:
+        """The next ``k`` layouts."""
+        if self._next + k > self._size:
+            self._size = max(self.batch, k)
+            self._pool = sample_layouts(self.spec, self._size, self.generator, self.device)
+            self._next = 0
+        ids = torch.arange(self._next, self._next + k, device=self.device)
+        self._next += k
+        return self._pool.index(ids)
