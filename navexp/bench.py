@@ -8,8 +8,9 @@
 Per world count: env steps per second for (a) physics only (decimation substeps and their contacts;
 warp also brings kinematics and contacts to the final pose here, mujoco does that in its sensing
 rollout), (b) physics + LiDAR (the whole simulator step), (c) the full NavEnv.step (actions,
-physics, LiDAR, terminations, rewards, observations, resets); the same (a) and (b) for a baseline a user would otherwise write
-(the same MJCF in classic MuJoCo, one MjData per world stepped in a Python loop, mj_multiRay LiDAR);
+physics, LiDAR, terminations, rewards, observations, resets); the same (a) and (b) for a baseline
+a user would otherwise write (the same MJCF in classic MuJoCo, one MjData per world stepped in a
+Python loop, mj_multiRay LiDAR);
 ratios navexp/baseline; the first step's time (kernel compile or cache load) apart from the steady
 state; peak host (and device) memory. Then one PPO iteration (collect and learn) at the given shape.
 """
