@@ -131,13 +131,14 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) 
     env.sim.synchronize()
     first_step_s = time.perf_counter() - t
     sync = env.sim.synchronize
+    unchanged = torch.zeros(n, dtype=torch.bool, device=env.device)
     row = {
         "backend": env.backend,
         "num_envs": n,
         "build_s": build_s,
         "first_step_s": first_step_s,
-        "physics_sps": _rate(env.sim.step_physics, n, steps, sync),
-        "physics_lidar_sps": _rate(lambda: (env.sim.step_physics(), env.sim.cast_lidar()), n, steps, sync),
+        "physics_sps": _rate(getattr(env.sim, "step_physics", env.sim.step), n, steps, sync),
+        "physics_lidar_sps": _rate(lambda: (env.sim.step(), env.sim.sense(unchanged)), n, steps, sync),
         "full_step_sps": _rate(lambda: env.step(actions), n, steps, sync),
     }
     if baseline:

@@ -110,7 +110,11 @@ class EnvCfg:
     layout_seed_offset: int = 0
     """Added to the seed for layout sampling; evaluation uses a separate, held-out offset."""
     check_finite: bool = True
-    """Stop with the offending worlds named when state, observations or rewards turn NaN/inf."""
+    """Stop with the offending worlds named when actions, state, observations or rewards turn NaN/inf."""
+    check_every: int | None = None
+    """Control steps between fault checks (the one host sync of the step path); faults found in
+    between are kept on the device with their worlds and first step. None: ppo.num_steps_per_env,
+    once per PPO rollout (the runner also checks before every PPO update)."""
 
 
 @dataclass

@@ -14,6 +14,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from navexp.episode_stats import EpisodeStats
+from navexp.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
@@ -21,7 +23,7 @@ from navexp.sim import beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, LayoutPool, LayoutSpec, _rotate, nearest_obstacle
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
-from navexp.state import REASONS, SUCCESS, EnvDims, NavState
+from navexp.state import EnvDims, NavState
 from navexp.validation import validate_env_cfg
 
 
@@ -91,6 +93,17 @@ class NavEnv(VecEnv):
             env_cfg.sim.njmax_per_world,
             env_cfg.sim.cuda_graph,
         )
+        # Config scalars the step reads, resolved once (an OmegaConf read costs tens of microseconds).
+        self.goal_radius_m = float(env_cfg.goal_radius_m)
+        self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
+        self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
+        self.range_noise_std_m = float(env_cfg.lidar.range_noise_std_m)
+        self.check_finite = bool(env_cfg.check_finite)
+        every = env_cfg.check_every
+        if every is None:
+            every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
+        self.check_every = int(every)
+        """Control steps between fault checks (the step path's one host sync)."""
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
@@ -100,8 +113,12 @@ class NavEnv(VecEnv):
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
         """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
-        self._outcomes = torch.zeros(self.OUTCOME_WINDOW, device=dev)
-        self._outcome_count = 0
+        self._world_ids = torch.arange(n, device=dev)
+        self.stats = EpisodeStats([t.name for t in self.reward_manager.terms], self.OUTCOME_WINDOW, dev)
+        self.faults = FaultFlags(n, dev)
+        self.steps_taken = 0
+        """Control steps since construction (host counter, stamps faults)."""
+        self._steps_since_check = 0
         self._obs = self.obs_manager.zeros()
         self.reset()
 
@@ -117,55 +134,78 @@ class NavEnv(VecEnv):
 
     def reset(self, env_ids: torch.Tensor | None = None) -> TensorDict:
         """Start new episodes in ``env_ids`` (all worlds when None) and return the observations."""
-        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids.to(self.device)
-        self._reset_worlds(ids)
-        self.sim.refresh(ids)
-        self._read_sim(reset_ids=ids)
-        self._obs = self.obs_manager.compute(self.state, reset_ids=ids)
-        self._check_finite(self._obs, None)
+        mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        if env_ids is not None:
+            mask.zero_()
+            mask[env_ids.to(self.device)] = True
+        self._reset_where(mask)
+        self.sim.sense(mask)
+        self._read_pose()
+        self._restart_history(mask)
+        self._read_scan()
+        self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
+        self._flag_non_finite(self._obs, None)
+        self.check_faults()  # not the step path: report a bad start at once
         return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Apply body-frame actions [N, 3] in [-1, 1] for one control step."""
+        """Apply body-frame actions [N, 3] in [-1, 1] for one control step.
+
+        Never waits for the device: resets are masked writes, faults are flagged on the device and
+        raised every ``check_every`` steps. Rewards read the scan the action was chosen on (the
+        LiDAR is cast once per step, after the resets, for every world)."""
         s = self.state
         active = ~self.held
         s.prev_action = s.action
         s.action = self._process_actions(actions) * active.unsqueeze(-1)
         self._write_ctrl(s.action)
         self.sim.step()
-        msg = self.sim.overflow_message()
-        if msg is not None:
-            raise RuntimeError(msg)
-        s.prev_goal_dist = s.goal_dist.clone()
-        self._read_sim()
-        self.episode_length_buf += active.long()
-        s.step += active.long()
+        self.faults.flag_overflow(self.sim.overflow)
+        s.prev_goal_dist = s.goal_dist
+        self._read_pose()
+        s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+        self.episode_length_buf += active
+        s.step += active
         compute_terminations(
-            s,
-            active,
-            self.episode_length_buf,
-            self.max_episode_length,
-            self.env_cfg.goal_radius_m,
-            self.half_x,
-            self.half_y,
+            s, active, self.episode_length_buf, self.max_episode_length, self.goal_radius_m,
+            self.half_x, self.half_y,
         )
-        rewards = self.reward_manager.compute(s, active.float())
+        rewards = self.reward_manager.compute(s, active)
         dones = s.success | s.collision | s.out_of_bounds | s.time_out
-        extras: dict = {"time_outs": s.time_out.clone(), "log": {}}
-        ended = dones.nonzero().flatten()
-        reset_ids = None
-        if ended.numel() > 0:
-            extras["log"] = self._episode_log(ended)
-            if self.auto_reset:
-                reset_ids = ended
-                self._reset_worlds(ended)
-                self.sim.refresh(ended)
-                self._read_sim(reset_ids=ended)
-            else:
-                self.held[ended] = True
-        self._obs = self.obs_manager.compute(s, reset_ids=reset_ids)
-        self._check_finite(self._obs, rewards)
+        extras = {"time_outs": s.time_out.clone()}
+        self.stats.record(
+            dones,
+            self.reward_manager.take_episode_sums(dones),
+            s.reason,
+            self.episode_length_buf * self.control_dt,
+        )
+        reset_mask = None
+        if self.auto_reset:
+            reset_mask = dones
+            self._reset_where(dones)
+            self._read_pose()  # the reset worlds' new start; the others read the same values again
+            self._restart_history(dones)
+        else:
+            self.held |= dones
+        self.sim.sense(reset_mask)
+        self._read_scan()
+        self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
+        self._flag_non_finite(self._obs, rewards)
+        self._end_step()
         return self._obs, rewards, dones.long(), extras
+
+    def check_faults(self) -> None:
+        """Raise for faults flagged since the last check, naming the worlds and the first step."""
+        self._steps_since_check = 0
+        self.faults.raise_if_any(self.sim.overflow_reason, self.check_every)
+
+    def pop_episode_log(self) -> dict[str, torch.Tensor]:
+        """Means over the episodes finished since the last call, under the dashboard tags."""
+        return self.stats.pop()
+
+    def recent_success_rate(self) -> float:
+        """Success fraction of the last OUTCOME_WINDOW finished episodes (nan before the first)."""
+        return self.stats.recent_success_rate()
 
     # -- internals --------------------------------------------------------------------------
     def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
@@ -174,137 +214,89 @@ class NavEnv(VecEnv):
             raise ValueError(
                 f"actions must be a tensor of shape ({self.num_envs}, {self.num_actions}); got {shape}"
             )
-        actions = actions.to(self.device, torch.float32)
-        finite = torch.isfinite(actions).all(dim=1)
-        if not bool(finite.all()):
-            bad = (~finite).nonzero().flatten().tolist()
-            raise ValueError(
-                f"actions contain NaN/inf in worlds {bad[:10]} (values {actions[bad[0]].tolist()})"
-            )
+        actions = actions.detach().to(self.device, torch.float32)
+        if self.check_finite:
+            finite = torch.isfinite(actions).all(dim=1)
+            self.faults.flag(ACTIONS, ~finite)
+            actions = torch.where(finite.unsqueeze(-1), actions, 0.0)
         return actions.clamp(-1.0, 1.0)
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
         # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
-        r = self.env_cfg.robot
-        v_world = _rotate(a[:, :2] * r.max_lin_vel_mps, self.sim.qpos[:, 2])
+        v_world = _rotate(a[:, :2] * self.max_lin_vel_mps, self.sim.qpos[:, 2])
         self.sim.ctrl[:, :2] = v_world
-        self.sim.ctrl[:, 2] = a[:, 2] * r.max_ang_vel_radps
+        self.sim.ctrl[:, 2] = a[:, 2] * self.max_ang_vel_radps
 
-    def _reset_worlds(self, ids: torch.Tensor) -> None:
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
         if self.scenarios is not None:
-            k = self.scenarios.num_worlds
-            entry = (ids + self.episode_count[ids] * self.num_envs) % k
+            entry = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
             layout = self.scenarios.index(entry)
         else:
-            layout = self.layout_pool.take(ids.numel())
-        self.layout.assign(ids, layout)
-        self.sim.write_layouts(ids, layout)
+            layout = self.layout_pool.take(mask)
+        self.layout.assign_where(mask, layout)
+        self.sim.write_layouts(mask, layout)
         s = self.state
-        self.episode_length_buf[ids] = 0
-        self.episode_count[ids] += 1
-        self.held[ids] = False
-        s.step[ids] = 0
-        s.action[ids] = 0.0
-        s.prev_action[ids] = 0.0
-        s.reason[ids] = 0
-        for flag in (s.success, s.collision, s.out_of_bounds, s.time_out):
-            flag[ids] = False
+        self.episode_length_buf.masked_fill_(mask, 0)
+        self.episode_count += mask
+        self.held &= ~mask
+        s.step = s.step.masked_fill(mask, 0)
+        s.action = s.action.masked_fill(mask.unsqueeze(-1), 0.0)
+        s.prev_action = s.prev_action.masked_fill(mask.unsqueeze(-1), 0.0)
+        s.reason = s.reason.masked_fill(mask, 0)
+        s.success, s.collision = s.success & ~mask, s.collision & ~mask
+        s.out_of_bounds, s.time_out = s.out_of_bounds & ~mask, s.time_out & ~mask
 
-    def _sim_fields(self, ids: torch.Tensor | slice) -> dict[str, torch.Tensor]:
-        """State fields of the worlds ``ids`` computed from the simulator's tensors and the layouts."""
-        sim, lay = self.sim, self.layout
-        pos, yaw = sim.qpos[ids, :2].clone(), sim.qpos[ids, 2].clone()
-        vel = sim.qvel[ids, :2].clone()
-        goal = lay.goal_xy[ids].clone()
-        to_goal = goal - pos
-        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - yaw
-        clean = sim.ranges[ids].clone()
-        noise = self.env_cfg.lidar.range_noise_std_m
-        scan = clean.clone()
-        if noise > 0:
-            eps = torch.randn(clean.shape, generator=self.generator, device=self.device)
-            scan = (clean + noise * eps).clamp(0.0, self.dims.max_range_m)
-        fields = {
-            "pos_xy": pos,
-            "yaw": yaw,
-            "vel_world": vel,
-            "vel_body": _rotate(vel, -yaw),
-            "omega": sim.qvel[ids, 2].clone(),
-            "goal_xy": goal,
-            "goal_dist": to_goal.norm(dim=-1),
-            "goal_bearing": torch.atan2(torch.sin(bearing), torch.cos(bearing)),  # wrap to [-pi, pi]
-            "scan_clean": clean,
-            "scan": scan,
-            "min_scan": clean.min(dim=1).values,
-            "contact": sim.contact[ids].bool(),
-        }
+    def _read_pose(self) -> None:
+        """State fields that follow from the simulator's pose, velocity and contact and the goal."""
+        s, sim = self.state, self.sim
+        s.pos_xy, s.yaw = sim.qpos[:, :2].clone(), sim.qpos[:, 2].clone()
+        s.vel_world, s.omega = sim.qvel[:, :2].clone(), sim.qvel[:, 2].clone()
+        s.vel_body = _rotate(s.vel_world, -s.yaw)
+        s.goal_xy = self.layout.goal_xy.clone()
+        to_goal = s.goal_xy - s.pos_xy
+        s.goal_dist = to_goal.norm(dim=-1)
+        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
+        s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
+        s.contact = sim.contact.bool()
         if self.needs_clearance:
-            sub = lay if isinstance(ids, slice) else lay.index(ids)
-            dist, closest = nearest_obstacle(pos.unsqueeze(1), sub, self.half_x, self.half_y)
-            direction = closest.squeeze(1) - pos
+            dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
+            direction = closest.squeeze(1) - s.pos_xy
             direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-            fields["clearance"] = dist.squeeze(1)
-            fields["nearest_dir_body"] = _rotate(direction, -yaw)
-        return fields
+            s.clearance = dist.squeeze(1)
+            s.nearest_dir_body = _rotate(direction, -s.yaw)
 
-    def _read_sim(self, reset_ids: torch.Tensor | None = None) -> None:
-        """Fill the state from the simulator: every world after a control step (the position window
-        advances one entry), or only the worlds ``reset_ids`` at the start of their new episode (no
-        history, no progress, no contact); the other worlds' state is left exactly as it is."""
+    def _restart_history(self, mask: torch.Tensor) -> None:
+        """A new episode in the worlds ``mask`` has no past: its window holds the start position, no
+        progress, no contact."""
         s = self.state
-        if reset_ids is None:
-            for name, value in self._sim_fields(slice(None)).items():
-                setattr(s, name, value)
-            s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+        s.pos_window = torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window)
+        s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
+        s.contact = s.contact & ~mask
+
+    def _read_scan(self) -> None:
+        """The clean and the noisy scan of every world (noise drawn once per step)."""
+        s = self.state
+        s.scan_clean = self.sim.ranges.clone()
+        s.min_scan = s.scan_clean.min(dim=1).values
+        s.scan = s.scan_clean
+        if self.range_noise_std_m > 0:
+            eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
+            s.scan = (s.scan_clean + self.range_noise_std_m * eps).clamp(0.0, self.dims.max_range_m)
+
+    def _flag_non_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
+        if not self.check_finite:
             return
-        for name, value in self._sim_fields(reset_ids).items():
-            getattr(s, name)[reset_ids] = value
-        s.pos_window[reset_ids] = s.pos_xy[reset_ids].unsqueeze(1)
-        s.prev_goal_dist[reset_ids] = s.goal_dist[reset_ids]
-        s.contact[reset_ids] = False
-
-    def _episode_log(self, ended: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Per-episode values of the worlds that just ended; rsl_rl averages them per iteration."""
-        log: dict[str, torch.Tensor] = {}
-        for name, sums in self.reward_manager.pop_episode_sums(ended).items():
-            log[f"Episode_Reward/{name}"] = sums
-        reason = self.state.reason[ended]
-        for code, name in enumerate(REASONS):
-            if code:
-                log[f"Episode_Termination/{name}"] = (reason == code).float()
-        success = (reason == SUCCESS).float()
-        log["Metrics/success_rate"] = success
-        self._record_outcomes(success)
-        log["Metrics/episode_length_s"] = self.episode_length_buf[ended].float() * self.control_dt
-        return log
-
-    def _record_outcomes(self, success: torch.Tensor) -> None:
-        k = min(success.numel(), self.OUTCOME_WINDOW)
-        idx = (self._outcome_count + torch.arange(k, device=self.device)) % self.OUTCOME_WINDOW
-        self._outcomes[idx] = success[-k:]
-        self._outcome_count += k
-
-    def recent_success_rate(self) -> float:
-        """Success fraction of the last OUTCOME_WINDOW finished episodes (nan before the first)."""
-        n = min(self._outcome_count, self.OUTCOME_WINDOW)
-        return float(self._outcomes[:n].mean()) if n else float("nan")
-
-    def _check_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
-        if not self.env_cfg.check_finite:
-            return
-        sources = {
-            "simulator state": torch.isfinite(self.sim.qpos).all(1) & torch.isfinite(self.sim.qvel).all(1)
-        }
+        f = self.faults
+        f.flag(STATE, ~(torch.isfinite(self.sim.qpos).all(1) & torch.isfinite(self.sim.qvel).all(1)))
         for g in obs.keys():
-            sources[f"observation group '{g}'"] = torch.isfinite(obs[g]).all(1)
+            f.flag(OBSERVATIONS, ~torch.isfinite(obs[g]).all(1))
         if rewards is not None:
-            sources["rewards"] = torch.isfinite(rewards)
-        if bool(torch.stack(list(sources.values())).all()):  # one device sync when all is well
-            return
-        for what, ok in sources.items():
-            if not bool(ok.all()):
-                worlds = (~ok).nonzero().flatten().tolist()
-                raise FloatingPointError(
-                    f"NaN/inf in {what} in worlds {worlds[:10]} ({len(worlds)} worlds); stopping rather than "
-                    f"training on garbage (env.check_finite=false disables this check)"
-                )
+            f.flag(REWARDS, ~torch.isfinite(rewards))
+
+    def _end_step(self) -> None:
+        self.steps_taken += 1
+        self.faults.end_step(self.steps_taken)
+        self._steps_since_check += 1
+        if self._steps_since_check >= self.check_every:
+            self.check_faults()

@@ -67,7 +67,10 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
         "experiment_name": experiment_name or str(cfg.experiment_name),
         "run_name": "",
         "logger": "tensorboard",
-        "check_for_nan": True,
+        # NavEnv keeps NaN/inf flags of actions, state, observations and rewards on the device and
+        # NavRunner raises them before every PPO update; rsl_rl's per-step check would wait for the
+        # device on every step.
+        "check_for_nan": False,
         "obs_groups": obs_groups(p, bool(cfg.obs.privileged_enabled)),
         "algorithm": {
             "class_name": "PPO",

@@ -18,6 +18,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from navexp.checkpoint import save_atomic
+from navexp.episode_stats import DeviceRing
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -43,6 +44,12 @@ class NavRunner(OnPolicyRunner):
         self.logger.git_status_repos = [str(Path(__file__).resolve().parent)]
         self._guard_update()
         self._wrap_logger()
+        # Finished episodes' returns and lengths for Train/mean_reward and Train/mean_episode_length,
+        # collected on the device (rsl_rl's logger selects them by index, a host sync per step).
+        self._returns = DeviceRing(self.logger.rewbuffer.maxlen, self.device)
+        self._lengths = DeviceRing(self.logger.lenbuffer.maxlen, self.device)
+        self._rsl_process_env_step = self.logger.process_env_step
+        self.logger.process_env_step = self._process_env_step
 
     # -- checkpoints ------------------------------------------------------------------------
     def save(self, path: str, infos: dict | None = None) -> None:
@@ -65,6 +72,8 @@ class NavRunner(OnPolicyRunner):
         update = self.alg.update
 
         def guarded_update() -> dict:
+            # The env keeps NaN/inf and overflow flags on the device: raise them before PPO uses data.
+            self.env.check_faults()
             losses = update()
             bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
             params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
@@ -82,10 +91,36 @@ class NavRunner(OnPolicyRunner):
 
         self.alg.update = guarded_update
 
+    def _process_env_step(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
+        """rsl_rl's per-step episode bookkeeping, without waiting for the device."""
+        lg = self.logger
+        if lg.writer is None:
+            return
+        if intrinsic_rewards is not None:  # RND: rsl_rl's own path
+            self._rsl_process_env_step(rewards, dones, extras, intrinsic_rewards)
+            return
+        lg.cur_reward_sum += rewards
+        lg.cur_episode_length += 1
+        done = dones > 0
+        self._returns.push(lg.cur_reward_sum, done)
+        self._lengths.push(lg.cur_episode_length, done)
+        lg.cur_reward_sum.masked_fill_(done, 0.0)
+        lg.cur_episode_length.masked_fill_(done, 0.0)
+
+    def _fill_logger_buffers(self) -> None:
+        """Hand the iteration's episode statistics to rsl_rl's logger in the form it reads them."""
+        lg = self.logger
+        for ring, buf in ((self._returns, lg.rewbuffer), (self._lengths, lg.lenbuffer)):
+            buf.clear()
+            buf.extend(ring.values().tolist())
+        episode_log = self.env.pop_episode_log()
+        lg.ep_extras = [episode_log] if episode_log else []
+
     def _wrap_logger(self) -> None:
         log = self.logger.log
 
         def log_with_progress(**kwargs) -> None:
+            self._fill_logger_buffers()
             # rsl_rl's multi-line block goes to a buffer; its TensorBoard/W&B writes are unchanged.
             with contextlib.redirect_stdout(io.StringIO()):
                 log(**kwargs)

@@ -101,3 +101,9 @@ def validate_env_cfg(cfg: Any) -> None:
         f">= one control period ({control_dt} s)",
     )
     _check(cfg.position_window >= 1, "position_window", cfg.position_window, "an integer >= 1")
+    _check(
+        cfg.check_every is None or cfg.check_every >= 1,
+        "check_every",
+        cfg.check_every,
+        "null (once per PPO rollout) or an integer >= 1",
+    )

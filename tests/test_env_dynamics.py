@@ -50,15 +50,33 @@ def test_worlds_collide_with_their_own_obstacles(scenario_file, backend):
 
 
 def test_actions_are_clipped_and_bad_actions_raise(scenario_file, backend):
-    """An action of 5.0 drives at the 1.5 m/s limit; NaN or a wrong shape raises naming the problem."""
+    """An action of 5.0 drives at the 1.5 m/s limit; a wrong shape raises at once and leaves the env
+    usable; actions that need grad or are float64 are taken as values."""
     env = build_env(backend, "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
     env.step(torch.tensor([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0]]))
     assert abs(env.state.vel_body[1, 0].item() - 1.5) < 0.02
     assert env.state.action[1, 0].item() == 1.0
     with pytest.raises(ValueError, match=r"shape \(2, 3\); got \(2, 2\)"):
         env.step(torch.zeros(2, 2))
-    with pytest.raises(ValueError, match=r"NaN/inf in worlds \[1\]"):
-        env.step(torch.tensor([[0.0, 0.0, 0.0], [float("nan"), 0.0, 0.0]]))
+    env.step(torch.full((2, 3), 0.5, requires_grad=True))
+    env.step(torch.full((2, 3), 0.5, dtype=torch.float64))
+    assert env.state.action[0].tolist() == [0.5, 0.5, 0.5]
+
+
+def test_nan_action_is_zeroed_and_raised_at_the_next_check(scenario_file, backend):
+    """check_every=3: a NaN action in world 1 at step 2 is not applied (world 1 stands still while
+    world 0 drives) and the check after step 3 raises naming world 1 and step 2."""
+    env = build_env(
+        backend, "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.check_every=3"
+    )
+    env.step(torch.zeros(2, 3))  # step 1
+    start = env.state.pos_xy.clone()
+    env.step(torch.tensor([[0.5, 0.0, 0.0], [float("nan"), 0.0, 0.0]]))  # step 2: no raise yet
+    assert (env.state.pos_xy[1] - start[1]).norm().item() < 1e-6  # zero action in world 1
+    assert (env.state.pos_xy[0] - start[0]).norm().item() > 0.02  # world 0 moved
+    match = r"NaN/inf in actions in worlds \[1\] \(1 worlds\), first at env step 2"
+    with pytest.raises(FloatingPointError, match=match):
+        env.step(torch.zeros(2, 3))  # step 3: the check
 
 
 def test_partial_reset_leaves_other_worlds_bit_for_bit_unchanged(backend):
@@ -135,23 +153,32 @@ def test_same_seed_same_episode_different_seed_different(backend):
 
 
 def test_non_finite_state_stops_with_the_worlds_named(backend):
-    """A NaN velocity in world 2 raises FloatingPointError naming world 2."""
-    env = build_env(backend, "env.num_envs=4")
+    """check_every=4: a NaN velocity in world 2 is flagged on step 1 and raised by the check after
+    step 4 (not before), naming world 2 and step 1; the runner's check_faults() raises at once."""
+    env = build_env(backend, "env.num_envs=4", "env.check_every=4")
     env.sim.qvel[2, 0] = float("nan")
-    with pytest.raises(FloatingPointError, match=r"worlds \[2\]"):
+    for _ in range(3):
         env.step(torch.zeros(4, 3))
+    with pytest.raises(FloatingPointError, match=r"worlds \[2\] \(1 worlds\), first at env step 1"):
+        env.step(torch.zeros(4, 3))
+    env.sim.qvel[0, 1] = float("inf")
+    env.step(torch.zeros(4, 3))
+    with pytest.raises(FloatingPointError, match=r"in worlds \[0[],].*first at env step 5"):
+        env.check_faults()
 
 
 def test_constraint_buffer_overflow_is_reported(scenario_file):
-    """warp: with one constraint row per world a contact (4 pyramid rows) overflows njmax: the step raises."""
+    """warp: with one constraint row per world a contact (4 pyramid rows) overflows njmax: the check
+    after step 8 raises naming the buffer and world 0 (the one driving into its obstacle)."""
     env = build_env(
         "env.sim.backend=warp",
         "env.num_envs=2",
         f"env.scenarios={scenario_file(TWO_WORLDS)}",
         "env.sim.njmax_per_world=1",
         "env.auto_reset=false",
+        "env.check_every=8",
     )
-    with pytest.raises(RuntimeError, match="njmax"):
+    with pytest.raises(RuntimeError, match=r"njmax.* in worlds \[0\]"):
         for _ in range(8):
             env.step(FORWARD.repeat(2, 1))
 
@@ -182,23 +209,24 @@ def test_a_reset_elsewhere_does_not_touch_a_running_world(scenario_file, backend
 
 
 def test_layout_pool_hands_out_fresh_layouts_deterministically():
-    """Batches of 8: takes of 3, 3, 3 cross a batch boundary; the same seed replays the same layouts;
-    a take larger than the batch still returns that many; no layout is handed out twice."""
+    """A pool for 4 worlds holds 8 takes of 4 (32 layouts): masks of 3, 2, 4 and 1 worlds get the
+    next 10 layouts in world order, none twice; the same seed replays them; unmasked rows are never
+    written by the env."""
     from navexp.sim.layout import LayoutPool
 
     env = build_env("env.num_envs=2")
     spec = env.layout_spec
+    rows = ([1, 1, 0, 1], [0, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 0])
+    masks = [torch.tensor(m, dtype=torch.bool) for m in rows]
 
-    def takes(seed: int) -> list[torch.Tensor]:
+    def takes(seed: int) -> torch.Tensor:
         pool = LayoutPool(spec, 8, torch.Generator().manual_seed(seed), "cpu")
-        return [pool.take(k).robot_xy for k in (3, 3, 3, 11)]
+        return torch.cat([pool.take(m).robot_xy[m] for m in masks])
 
     first, again, other = takes(0), takes(0), takes(1)
-    assert [t.shape[0] for t in first] == [3, 3, 3, 11]
-    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
-    assert not torch.equal(first[0], other[0])
-    starts = torch.cat(first)
-    assert torch.cdist(starts, starts).add(torch.eye(20)).min() > 1e-6  # 20 distinct start positions
+    assert first.shape == (10, 2)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert torch.cdist(first, first).add(torch.eye(10)).min() > 1e-6  # 10 distinct start positions
     # Re-seeding the env drops what its pool still holds: reset() then replays the same layouts.
     env.seed(5)
     env.reset()

@@ -96,16 +96,16 @@ def test_noise_only_on_the_policy_scan(scenario_file, backend):
     assert (s.scan >= 0).all() and (s.scan <= env.dims.max_range_m).all()
 
 
-def test_classic_refresh_recasts_only_the_named_worlds(scenario_file):
+def test_classic_sense_recasts_only_the_changed_worlds(scenario_file):
     """Classic MuJoCo casts a subset (the worlds just reset) in its threaded rollout: move the robots
-    of worlds 0 and 1 one metre forward, refresh world 1 only -> its forward beam drops from the
-    cylinder's 1.50 m to 0.50 m, world 0 still reads the wall at 4.00 m until it is refreshed."""
+    of worlds 0 and 1 one metre forward, sense world 1 only -> its forward beam drops from the
+    cylinder's 1.50 m to 0.50 m, world 0 still reads the wall at 4.00 m until it is sensed."""
     env = build_env("env.sim.backend=mujoco", "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
     sim = env.sim
     sim.qpos[:2, 0] += 1.0
-    sim.refresh(torch.tensor([1]))
+    sim.sense(torch.tensor([False, True, False, False]))
     assert abs(sim.ranges[1, FWD].item() - 0.50) < 1e-3
     assert abs(sim.ranges[0, FWD].item() - 4.00) < 1e-3
-    sim.refresh(torch.tensor([0]))
+    sim.sense(torch.tensor([True, False, False, False]))
     assert abs(sim.ranges[0, FWD].item() - 3.00) < 1e-3
     assert abs(sim.ranges[1, FWD].item() - 0.50) < 1e-3

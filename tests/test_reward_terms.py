@@ -112,9 +112,11 @@ def test_weighted_sum_and_episode_sums():
     s.prev_goal_dist, s.goal_dist = torch.tensor([1.0, 1.0]), torch.tensor([0.5, 1.0])
     r = m.compute(s)
     assert torch.allclose(r, torch.tensor([15.98, -0.02]))
-    sums = m.pop_episode_sums(torch.tensor([0]))
-    assert sums["goal"].item() == 15.0 and abs(sums["time"].item() + 0.02) < 1e-7
-    assert m.episode_sums["goal"][0].item() == 0.0  # popped worlds start over
+    sums = m.take_episode_sums(torch.tensor([True, False]))  # columns: goal, time, progress
+    assert sums[0, 0].item() == 15.0 and abs(sums[0, 1].item() + 0.02) < 1e-7
+    assert sums[0, 2].item() == 1.0  # 2 * 0.5 m
+    assert m.episode_sums[0].tolist() == [0.0, 0.0, 0.0]  # the finished world starts over
+    assert abs(m.episode_sums[1, 1].item() + 0.02) < 1e-7  # the running one keeps its sums
 
 
 def test_unknown_terms_and_params_fail_with_the_options():

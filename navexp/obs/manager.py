@@ -101,16 +101,17 @@ class ObservationManager:
             parts.append(out)
         return torch.cat(parts, dim=-1)
 
-    def compute(self, state: NavState, reset_ids: torch.Tensor | None = None) -> TensorDict:
-        """Push the current frame into each group's history; worlds in ``reset_ids`` restart theirs."""
+    def compute(self, state: NavState, reset_mask: torch.Tensor | None = None) -> TensorDict:
+        """Push the current frame into each group's history; worlds in ``reset_mask`` [N] restart
+        theirs (a masked write, no host sync)."""
         out = {}
         for g, hist in self._history.items():
             frame = self._frame(g, state)
             if self.history_length > 1:
                 hist[:, :-1] = hist[:, 1:].clone()
             hist[:, -1] = frame
-            if reset_ids is not None and self.history_length > 1:
+            if reset_mask is not None and self.history_length > 1:
                 # A new episode has no past: repeat its first frame.
-                hist[reset_ids] = frame[reset_ids].unsqueeze(1)
+                hist.copy_(torch.where(reset_mask[:, None, None], frame.unsqueeze(1), hist))
             out[g] = hist.reshape(self.num_envs, -1).clone()
         return TensorDict(out, batch_size=[self.num_envs])

@@ -48,12 +48,13 @@ def resolve_reward_terms(reward_cfg, position_window: int) -> list[BoundRewardTe
 
 
 class RewardManager:
-    """reward = sum_i weight_i * term_i(state); episode sums are kept per term (weighted)."""
+    """reward = sum_i weight_i * term_i(state); weighted episode sums are kept per term."""
 
     def __init__(self, reward_cfg, position_window: int, num_envs: int, device: torch.device) -> None:
         self.terms = resolve_reward_terms(reward_cfg, position_window)
-        self.episode_sums = {t.name: torch.zeros(num_envs, device=device) for t in self.terms}
-        self._total = torch.zeros(num_envs, device=device)
+        self.weights = torch.tensor([t.weight for t in self.terms], device=device)
+        self.episode_sums = torch.zeros(num_envs, len(self.terms), device=device)
+        """[N, T] weighted per-term sums of the running episodes (columns in ``terms`` order)."""
 
     @property
     def reads(self) -> set[str]:
@@ -62,19 +63,16 @@ class RewardManager:
 
     def compute(self, state: NavState, active: torch.Tensor | None = None) -> torch.Tensor:
         """Return the [N] reward; worlds where ``active`` is False (held after an episode end) get 0."""
-        self._total.zero_()
-        for t in self.terms:
-            value = t.weight * t.fn(state, **t.params)
-            if active is not None:
-                value = value * active
-            self.episode_sums[t.name] += value
-            self._total += value
-        return self._total.clone()
+        if not self.terms:
+            return torch.zeros(self.episode_sums.shape[0], device=self.episode_sums.device)
+        weighted = torch.stack([t.fn(state, **t.params) for t in self.terms], dim=1) * self.weights
+        if active is not None:
+            weighted = weighted * active.unsqueeze(-1)
+        self.episode_sums += weighted
+        return weighted.sum(dim=1)
 
-    def pop_episode_sums(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Return and clear the episode sums of the worlds ``ids``."""
-        out = {}
-        for name, sums in self.episode_sums.items():
-            out[name] = sums[ids].clone()
-            sums[ids] = 0.0
-        return out
+    def take_episode_sums(self, done: torch.Tensor) -> torch.Tensor:
+        """The sums [N, T] as they stand; rows where ``done`` [N] are then cleared (masked, no sync)."""
+        sums = self.episode_sums.clone()
+        self.episode_sums.masked_fill_(done.unsqueeze(-1), 0.0)
+        return sums

@@ -8,6 +8,7 @@ cylinder is ``|p - c| - r`` and to a box the usual rotated-rectangle distance.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -51,6 +52,13 @@ class Layout:
         for f in fields(self):
             getattr(self, f.name)[idx] = getattr(other, f.name)
 
+    def assign_where(self, mask: torch.Tensor, other: Layout) -> None:
+        """Take row w of ``other`` (K rows too) where ``mask[w]``, in place; a fixed-shape masked write."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            m = mask.view(-1, *([1] * (mine.dim() - 1)))
+            mine.copy_(torch.where(m, theirs, mine))
+
     @staticmethod
     def empty(k: int, cylinder_slots: int, box_slots: int, device: torch.device | str) -> Layout:
         """K layouts with every slot inactive and robot and goal at the origin."""
@@ -67,6 +75,31 @@ class Layout:
             robot_yaw=torch.zeros(k, **z),
             goal_xy=torch.zeros(k, 2, **z),
         )
+
+
+def slot_poses(layout: Layout, half_height: float, park_z: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mocap positions [K, S, 3] and quaternions (w, x, y, z) [K, S, 4] of the obstacle slots
+    (cylinders first): active slots stand on the floor (centre at ``half_height``), inactive ones
+    are parked at ``park_z``; boxes turn by their yaw about z."""
+    active = torch.cat((layout.cyl_active, layout.box_active), dim=1)
+    z = torch.where(active, half_height, park_z).unsqueeze(-1)
+    pos = torch.cat((torch.cat((layout.cyl_xy, layout.box_xy), dim=1), z), dim=2)
+    half_yaw = torch.cat((torch.zeros_like(layout.cyl_r), layout.box_yaw), dim=1) / 2
+    zero = torch.zeros_like(half_yaw)
+    return pos, torch.stack((torch.cos(half_yaw), zero, zero, torch.sin(half_yaw)), dim=-1)
+
+
+def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """MuJoCo geom sizes [K, S, 3] of the obstacle slots (cylinders first) and their half-extents
+    [K, S, 3] (the local AABB; a cylinder's is (r, r, h/2))."""
+    r = layout.cyl_r
+    hz = torch.full_like(r, half_height)
+    cyl_size = torch.stack((r, hz, torch.zeros_like(r)), dim=-1)
+    cyl_half = torch.stack((r, r, hz), dim=-1)
+    bh = layout.box_half
+    box_hz = torch.full_like(bh[..., 0], half_height)
+    box = torch.cat((bh, box_hz.unsqueeze(-1)), dim=-1)
+    return torch.cat((cyl_size, box), dim=1), torch.cat((cyl_half, box), dim=1)
 
 
 def _rotate(v: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:
@@ -90,7 +123,7 @@ def nearest_obstacle(
         closest: [K, P, 2] the closest surface point of that obstacle or wall.
     """
     p = points.unsqueeze(2)  # [K, P, 1, 2]
-    inf = torch.tensor(float("inf"), device=points.device)
+    inf = float("inf")
     # Cylinders: d = |p - c| - r; closest point along the ray from the centre through p.
     rel = p - layout.cyl_xy.unsqueeze(1)  # [K, P, C, 2]
     norm = rel.norm(dim=-1).clamp_min(1e-9)
@@ -147,10 +180,10 @@ class LayoutSpec:
     robot_radius_m: float
     spawn_clearance_m: float
     min_start_goal_dist_m: float
-    candidates: int = 64
-    """Start and goal candidates drawn per world and attempt."""
-    max_attempts: int = 20
-    """Obstacle re-draws per world before sampling gives up."""
+    candidates: int = 16
+    """Start and goal candidates drawn per layout and round."""
+    rounds: int = 4
+    """Obstacle draws per layout; a layout with no valid start or goal after the last is skipped."""
 
     @classmethod
     def from_env_cfg(cls, env_cfg) -> LayoutSpec:
@@ -210,70 +243,106 @@ def _first_valid(valid: torch.Tensor, cand: torch.Tensor) -> tuple[torch.Tensor,
     """Pick the first valid candidate per world: (ok [K], chosen [K, 2])."""
     ok = valid.any(dim=1)
     idx = valid.float().argmax(dim=1)
-    return ok, cand[torch.arange(cand.shape[0], device=cand.device), idx]
+    return ok, cand.gather(1, idx[:, None, None].expand(-1, 1, 2)).squeeze(1)
 
 
-def sample_layouts(spec: LayoutSpec, k: int, g: torch.Generator, device) -> Layout:
-    """Draw K random layouts with robot and goal in free space.
-
-    Start and goal keep ``robot_radius + spawn_clearance`` from every obstacle and wall, and are at
-    least ``min_start_goal_dist_m`` apart. Worlds where no candidate fits get new obstacles, up to
-    ``max_attempts`` times; then a RuntimeError says what to change. Nothing is ever spawned inside
-    an obstacle.
-    """
+def _place_start_goal(spec: LayoutSpec, lay: Layout, g: torch.Generator, device) -> torch.Tensor:
+    """Draw start, goal and yaw for every layout in place; return which layouts found both [K]."""
     need = spec.robot_radius_m + spec.spawn_clearance_m
+    k, p = lay.num_worlds, spec.candidates
+    cx, cy = spec.half_x - need, spec.half_y - need
+    starts = torch.stack((_uniform((k, p), -cx, cx, g, device), _uniform((k, p), -cy, cy, g, device)), -1)
+    goals = torch.stack((_uniform((k, p), -cx, cx, g, device), _uniform((k, p), -cy, cy, g, device)), -1)
+    d_start, _ = nearest_obstacle(starts, lay, spec.half_x, spec.half_y)
+    ok_s, start = _first_valid(d_start >= need, starts)
+    d_goal, _ = nearest_obstacle(goals, lay, spec.half_x, spec.half_y)
+    far = (goals - start.unsqueeze(1)).norm(dim=-1) >= spec.min_start_goal_dist_m
+    ok_g, goal = _first_valid((d_goal >= need) & far, goals)
+    lay.robot_xy, lay.goal_xy = start, goal
+    lay.robot_yaw = _uniform((k,), -math.pi, math.pi, g, device)
+    return ok_s & ok_g
+
+
+def sample_layouts(spec: LayoutSpec, k: int, g: torch.Generator, device) -> tuple[Layout, torch.Tensor]:
+    """Draw K random layouts; return them and which ones are valid [K] bool.
+
+    A valid layout has start and goal keeping ``robot_radius + spawn_clearance`` from every obstacle
+    and wall, at least ``min_start_goal_dist_m`` apart. Layouts whose ``candidates`` starts or goals
+    all fail get new obstacles and candidates, ``rounds`` times in all. Every round runs on every
+    layout with masked writes, so sampling never waits for the device (no host synchronisation);
+    layouts still invalid after the last round are flagged, never handed out (``LayoutPool``).
+    """
     lay = _sample_obstacles(spec, k, g, device)
-    todo = torch.arange(k, device=device)
-    for _ in range(spec.max_attempts):
-        sub = lay.index(todo)
-        n, p = todo.numel(), spec.candidates
-        cx, cy = spec.half_x - need, spec.half_y - need
-        starts = torch.stack((_uniform((n, p), -cx, cx, g, device), _uniform((n, p), -cy, cy, g, device)), -1)
-        goals = torch.stack((_uniform((n, p), -cx, cx, g, device), _uniform((n, p), -cy, cy, g, device)), -1)
-        d_start, _ = nearest_obstacle(starts, sub, spec.half_x, spec.half_y)
-        ok_s, start = _first_valid(d_start >= need, starts)
-        d_goal, _ = nearest_obstacle(goals, sub, spec.half_x, spec.half_y)
-        far = (goals - start.unsqueeze(1)).norm(dim=-1) >= spec.min_start_goal_dist_m
-        ok_g, goal = _first_valid((d_goal >= need) & far, goals)
-        sub.robot_xy, sub.goal_xy = start, goal
-        sub.robot_yaw = _uniform((n,), -math.pi, math.pi, g, device)
-        lay.assign(todo, sub)
-        ok = ok_s & ok_g
-        if bool(ok.all()):
-            return lay
-        todo = todo[~ok]
-        lay.assign(todo, _sample_obstacles(spec, todo.numel(), g, device))
-    raise RuntimeError(
-        f"layout sampling found no collision-free start/goal for worlds {todo.tolist()[:10]} after "
-        f"{spec.max_attempts} attempts; lower obstacles.*_count or obstacle sizes, spawn_clearance_m "
-        f"({spec.spawn_clearance_m}) or min_start_goal_dist_m ({spec.min_start_goal_dist_m})"
-    )
+    ok = _place_start_goal(spec, lay, g, device)
+    for _ in range(spec.rounds - 1):
+        redraw = _sample_obstacles(spec, k, g, device)
+        ok_redraw = _place_start_goal(spec, redraw, g, device)
+        lay.assign_where(~ok, redraw)
+        ok = ok | ok_redraw
+    return lay, ok
 
 
 class LayoutPool:
-    """Random layouts sampled in batches and handed out in order.
+    """Random layouts sampled in large batches on the device and handed out without host syncs.
 
-    Sampling costs a fixed number of tensor operations whatever the batch size, so one batch of
-    ``batch`` layouts serves many control steps' worth of resets instead of a sampling call per step.
-    Deterministic: the same generator state gives the same sequence of layouts. Layouts left in a
-    batch too small for a request are dropped and a new batch is drawn.
+    ``take(mask)`` gives the next pool entry to every world where ``mask`` is set, in world order,
+    with index arithmetic on the device (a cumulative sum over the mask, a cursor tensor), so a
+    reset of any number of worlds costs a fixed number of tensor operations and never waits for the
+    device. The pool holds ``steps_per_batch`` control steps' worth of resets for every world and is
+    re-drawn every ``steps_per_batch`` takes, so even if every world reset on every step no layout
+    would be handed out twice. Deterministic: the same generator state gives the same layouts.
     """
 
-    def __init__(self, spec: LayoutSpec, batch: int, generator: torch.Generator, device) -> None:
-        self.spec, self.batch, self.generator, self.device = spec, int(batch), generator, device
+    steps_per_batch = 8
+    """Takes served by one batch (the pool holds this many times the world count)."""
+
+    def __init__(self, spec: LayoutSpec, min_size: int, generator: torch.Generator, device) -> None:
+        self.spec, self.min_size, self.generator, self.device = spec, int(min_size), generator, device
         self.clear()
 
     def clear(self) -> None:
         """Drop the remaining layouts (after re-seeding the generator)."""
         self._pool: Layout | None = None
-        self._next = self._size = 0
+        self._takes_left = 0
+        self._checked = False
 
-    def take(self, k: int) -> Layout:
-        """The next ``k`` layouts."""
-        if self._next + k > self._size:
-            self._size = max(self.batch, k)
-            self._pool = sample_layouts(self.spec, self._size, self.generator, self.device)
-            self._next = 0
-        ids = torch.arange(self._next, self._next + k, device=self.device)
-        self._next += k
-        return self._pool.index(ids)
+    def take(self, mask: torch.Tensor) -> Layout:
+        """Layouts for all N worlds [N]: row w is the next fresh layout where ``mask[w]``, otherwise an
+        arbitrary valid layout (callers write only the masked rows)."""
+        n = mask.numel()
+        if self._pool is None or self._takes_left < 1:
+            self._refill(n)
+        self._takes_left -= 1
+        rank = mask.long().cumsum(0) - 1
+        slot = (self._cursor + rank).remainder(self._num_valid)
+        self._cursor = self._cursor + rank[-1] + 1
+        return self._pool.index(self._order[slot])
+
+    def _refill(self, n: int) -> None:
+        size = max(self.min_size, self.steps_per_batch * n)
+        pool, valid = sample_layouts(self.spec, size, self.generator, self.device)
+        if not self._checked:  # once per seed, at construction or first reset: may wait for the device
+            self._check(valid)
+        # Valid entries first, in sampling order; the cursor walks only over those.
+        self._order = torch.argsort((~valid).to(torch.uint8), stable=True)
+        self._num_valid = valid.sum().clamp_min(1)
+        self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
+        self._pool = pool
+        self._takes_left = size // n  # >= steps_per_batch: never more resets than entries
+
+    def _check(self, valid: torch.Tensor) -> None:
+        self._checked = True
+        frac = float(valid.float().mean())
+        s = self.spec
+        if frac == 0.0:
+            raise RuntimeError(
+                f"layout sampling found no collision-free start/goal in {valid.numel()} layouts after "
+                f"{s.rounds} rounds; lower obstacles.*_count or obstacle sizes, spawn_clearance_m "
+                f"({s.spawn_clearance_m}) or min_start_goal_dist_m ({s.min_start_goal_dist_m})"
+            )
+        if frac < 0.5:
+            warnings.warn(
+                f"only {frac:.1%} of sampled layouts have a collision-free start and goal; the pool "
+                f"repeats layouts. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
+                stacklevel=2,
+            )

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from mujoco import rollout
 
-from navexp.sim.layout import Layout
+from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.scene import PARK_Z_M, SceneSpec, build_model
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -112,41 +112,37 @@ class MujocoSim:
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
         self.ranges = torch.full((num_worlds, angles.size), max_range_m)
         self.write_layouts(
-            torch.arange(num_worlds), Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu")
+            torch.ones(num_worlds, dtype=torch.bool),
+            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu"),
         )
 
     # -- per-world layout -------------------------------------------------------------------
-    def write_layouts(self, world_ids: torch.Tensor, layout: Layout) -> None:
-        """Pose obstacles, robot and state of the worlds ``world_ids``; other worlds are untouched."""
-        s, hz, c = self.spec, self.spec.obstacle_height_m / 2, self.spec.cylinder_slots
-        lay = {k: v.detach().cpu().numpy() for k, v in vars(layout).items()}
-        ids = world_ids.cpu().numpy()
-        n = len(ids)
-        self.qpos[world_ids] = torch.cat((layout.robot_xy, layout.robot_yaw[:, None]), dim=1).cpu().float()
-        self.qvel[world_ids] = 0.0
-        self.ctrl[world_ids] = 0.0
-        xy = np.concatenate((lay["cyl_xy"], lay["box_xy"]), axis=1)  # [n, slots, 2]
-        active = np.concatenate((lay["cyl_active"], lay["box_active"]), axis=1)
-        pos = np.concatenate((xy, np.where(active, hz, PARK_Z_M)[..., None]), axis=2)
-        quat = np.zeros((n, s.num_obstacles, 4))
-        quat[..., 0] = 1.0
-        quat[:, c:, 0] = np.cos(lay["box_yaw"] / 2)
-        quat[:, c:, 3] = np.sin(lay["box_yaw"] / 2)
+    def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:
+        """Pose obstacles, robot and state of the worlds where ``mask`` [N] is set from the rows of
+        ``layout`` (N rows); other worlds are untouched."""
+        ids_t = mask.nonzero().flatten()  # the CPU: finding the worlds costs no device sync
+        ids = ids_t.numpy()
+        if ids.size == 0:
+            return
+        sub = layout.index(ids_t)
+        hz = self.spec.obstacle_height_m / 2
+        self.qpos[ids_t] = torch.cat((sub.robot_xy, sub.robot_yaw[:, None]), dim=1).float()
+        self.qvel[ids_t] = 0.0
+        self.ctrl[ids_t] = 0.0
+        pos, quat = (x.double().numpy() for x in slot_poses(sub, hz, PARK_Z_M))
+        n = ids.size
         ctrl_rows = self._control[ids]
         ctrl_rows[:, :, self._mocap_pos_cols.ravel()] = pos.reshape(n, 1, -1)
         ctrl_rows[:, :, self._mocap_quat_cols.ravel()] = quat.reshape(n, 1, -1)
         self._control[ids] = ctrl_rows
-        size = np.zeros((n, s.num_obstacles, 3))
-        size[:, :c, 0], size[:, :c, 1] = lay["cyl_r"], hz
-        size[:, c:, :2], size[:, c:, 2] = lay["box_half"], hz
-        half = size.copy()
-        half[:, :c, 1], half[:, :c, 2] = lay["cyl_r"], hz
+        size, half = (x.double().numpy() for x in slot_sizes(sub, hz))
+        rbound = np.linalg.norm(half, axis=2)
         g, bvh = self._slot_geoms, self._slot_bvh
         # Sizes live in each world's MjModel: a short loop over the worlds being reset only.
         for k, w in enumerate(ids):
             for m in (self.models[w], self.sense_models[w]):
                 m.geom_size[g] = size[k]
-                m.geom_rbound[g] = np.linalg.norm(half[k], axis=1)
+                m.geom_rbound[g] = rbound[k]
                 m.geom_aabb[g, :3] = 0.0
                 m.geom_aabb[g, 3:] = half[k]
                 m.bvh_aabb[bvh, :3] = 0.0
@@ -235,33 +231,32 @@ class MujocoSim:
             self.overflow[:] = 1
 
     def step_physics(self) -> None:
-        """Physics only (substeps with their contacts), no final-pose pass: for benchmarks."""
+        """Physics only (substeps with their contacts), no final-pose pass: for the benchmark."""
         self.contact[:] = torch.from_numpy(self._rollout_physics())
         self._check_warnings()
 
-    def cast_lidar(self) -> None:
-        """The final-pose pass only (contacts and LiDAR at the current poses): for benchmarks."""
-        self._load_state()
-        self._sense()
-
     def step(self) -> None:
-        """Advance every world one control step; contacts and LiDAR at the final pose."""
+        """Advance every world one control step; ``contact`` flags a contact in any substep or at the
+        final pose. The final-pose pass also casts the LiDAR, so ``sense`` recasts only the worlds
+        written since."""
         contact = self._rollout_physics()
         contact |= self._sense()
         self.contact[:] = torch.from_numpy(contact)
         self._check_warnings()
 
-    def refresh(self, world_ids: torch.Tensor | None = None) -> None:
-        """LiDAR of ``world_ids`` (all when None) at their current poses, after layouts were written."""
-        ids = None if world_ids is None else world_ids.cpu().numpy()
+    def sense(self, changed: torch.Tensor | None = None) -> None:
+        """LiDAR at the current poses of the worlds in ``changed`` [N] bool (all when None); the
+        others were cast at the end of ``step``."""
+        ids = None if changed is None else changed.nonzero().flatten().numpy()
+        if ids is not None and ids.size == 0:
+            return
         self._load_state(ids)
         self._sense(ids)
 
     def synchronize(self) -> None:
         """Nothing is queued on the CPU."""
 
-    def overflow_message(self) -> str | None:
-        """Describe MuJoCo buffer warnings of the last step (None when there were none)."""
-        if not bool(self.overflow.any()):
-            return None
-        return "MuJoCo contact/constraint buffer full in the last step (raise the model's memory)"
+    @staticmethod
+    def overflow_reason(bits: int) -> str:
+        """Name the buffers behind a non-zero ``overflow`` flag."""
+        return "MuJoCo contact/constraint buffer full (raise the model's memory)"

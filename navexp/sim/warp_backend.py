@@ -7,13 +7,19 @@ afterwards only in-place writes reach it, which is why every input lives in a pr
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import mujoco
 import mujoco_warp as mjw
 import torch
 import warp as wp
 
-from navexp.sim.layout import Layout
+from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.scene import PARK_Z_M, SceneSpec, build_model
+
+GRAPH_MIN_DRIVER = (12, 4)
+"""Oldest CUDA driver whose graphs hold conditional nodes (mujoco_warp's solver loops)."""
 
 OVERFLOW_NAMES = {
     1: "nefc > njmax (raise env.sim.njmax_per_world)",
@@ -74,15 +80,14 @@ class WarpSim:
         self.max_range_m = max_range_m
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
-        cyl = [
-            mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, f"cyl{i}")
-            for i in range(spec.cylinder_slots)
-        ]
-        box = [
-            mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, f"box{i}") for i in range(spec.box_slots)
-        ]
-        self.cyl_geoms = torch.tensor(cyl, dtype=torch.long, device=self.device)
-        self.box_geoms = torch.tensor(box, dtype=torch.long, device=self.device)
+        slots = [f"cyl{i}" for i in range(spec.cylinder_slots)] + [f"box{i}" for i in range(spec.box_slots)]
+        geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in slots]
+        # Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive.
+        contiguous = geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
+        self._slot_cols: slice | torch.Tensor = (
+            slice(geoms[0], geoms[0] + len(geoms)) if geoms and contiguous
+            else torch.tensor(geoms, dtype=torch.long, device=self.device)
+        )
         # mocap ids follow body order: cylinders first, then boxes (see scene._obstacles).
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
@@ -111,49 +116,44 @@ class WarpSim:
         self.nacon = t(self.d.nacon)
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
         self.ranges = torch.full((num_worlds, nb), max_range_m, device=self.device)
-        self.graph_enabled = cuda_graph and self.device.type == "cuda"
-        self._step_graph = self._refresh_graph = self._physics_graph = self._lidar_graph = None
+        self._robot_z = float(spec.robot_z)
+        self._geomgroup = wp.types.vector(length=6, dtype=wp.uint8)(*([255] * 6))
+        self._graphs: dict[str, wp.Graph] = {}
+        self.graph_enabled = False
+        if cuda_graph and self.device.type == "cuda":
+            why_not = graph_support(self.device)
+            self.graph_enabled = why_not is None
+            if why_not is not None:
+                warnings.warn(f"CUDA graphs disabled ({why_not}); the simulator runs eagerly", stacklevel=2)
         self.write_layouts(
-            torch.arange(num_worlds, device=self.device),
+            torch.ones(num_worlds, dtype=torch.bool, device=self.device),
             Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device),
         )
 
     # -- per-world layout -------------------------------------------------------------------
-    def write_layouts(self, world_ids: torch.Tensor, layout: Layout) -> None:
-        """Pose obstacles, robot and state of the worlds ``world_ids``; other worlds are untouched."""
-        ids, s = world_ids, self.spec
-        hz = s.obstacle_height_m / 2
-        c, b = s.cylinder_slots, s.box_slots
+    def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:
+        """Pose obstacles, robot and state of the worlds where ``mask`` [N] is set from the rows of
+        ``layout`` (N rows); other worlds keep every bit. Fixed-shape masked writes, no host sync."""
+        hz = self.spec.obstacle_height_m / 2
+        m1 = mask[:, None]
         # State: robot at its start pose, at rest; stale warmstart from the last episode cleared.
-        self.qpos[ids] = torch.cat((layout.robot_xy, layout.robot_yaw[:, None]), dim=1)
-        self.qvel[ids] = 0.0
-        self.ctrl[ids] = 0.0
-        self._qacc_warmstart[ids] = 0.0
+        start = torch.cat((layout.robot_xy, layout.robot_yaw[:, None]), dim=1)
+        self.qpos.copy_(torch.where(m1, start, self.qpos))
+        self.qvel.masked_fill_(m1, 0.0)
+        self.ctrl.masked_fill_(m1, 0.0)
+        self._qacc_warmstart.masked_fill_(m1, 0.0)
         # Obstacles: active slots at their centre (z mid-height), inactive ones parked below.
-        n = ids.numel()
-        pos = torch.zeros(n, c + b, 3, device=self.device)
-        pos[:, :c, :2], pos[:, c:, :2] = layout.cyl_xy, layout.box_xy
-        active = torch.cat((layout.cyl_active, layout.box_active), dim=1)
-        pos[..., 2] = torch.where(active, hz, PARK_Z_M)
-        quat = torch.zeros(n, c + b, 4, device=self.device)
-        quat[..., 0] = 1.0
-        quat[:, c:, 0] = torch.cos(layout.box_yaw / 2)
-        quat[:, c:, 3] = torch.sin(layout.box_yaw / 2)
-        self._mocap_pos[ids] = pos
-        self._mocap_quat[ids] = quat
+        pos, quat = slot_poses(layout, hz, PARK_Z_M)
+        m2 = mask[:, None, None]
+        self._mocap_pos.copy_(torch.where(m2, pos, self._mocap_pos))
+        self._mocap_quat.copy_(torch.where(m2, quat, self._mocap_quat))
         # Sizes, bounding spheres and local AABBs (centre 0, half-extents) of the slot geoms.
-        size = torch.zeros(n, c + b, 3, device=self.device)
-        size[:, :c, 0], size[:, :c, 1] = layout.cyl_r, hz
-        size[:, c:, :2], size[:, c:, 2] = layout.box_half, hz
-        half = size.clone()
-        half[:, :c, 1] = layout.cyl_r
-        half[:, :c, 2] = hz
-        geoms = torch.cat((self.cyl_geoms, self.box_geoms))
-        rows = ids[:, None]
-        self._geom_size[rows, geoms] = size
-        self._geom_rbound[rows, geoms] = half.norm(dim=-1)
-        self._geom_aabb[rows, geoms, 0] = 0.0
-        self._geom_aabb[rows, geoms, 1] = half
+        size, half = slot_sizes(layout, hz)
+        g = self._slot_cols
+        self._geom_size[:, g] = torch.where(m2, size, self._geom_size[:, g])
+        self._geom_rbound[:, g] = torch.where(m1, half.norm(dim=-1), self._geom_rbound[:, g])
+        aabb = torch.stack((torch.zeros_like(half), half), dim=2)
+        self._geom_aabb[:, g] = torch.where(mask[:, None, None, None], aabb, self._geom_aabb[:, g])
 
     # -- stepping ---------------------------------------------------------------------------
     def _physics_kernels(self) -> None:
@@ -163,16 +163,12 @@ class WarpSim:
             mjw.step(self.m, self.d)
             self._flag_contacts()
         # step() leaves kinematics and contacts at the pre-integration pose: bring both to the final
-        # pose of this control step (the LiDAR is cast from it).
+        # pose of this control step (contacts there end the episode).
         mjw.kinematics(self.m, self.d)
         mjw.collision(self.m, self.d)
         self._flag_contacts()
 
-    def _step_kernels(self) -> None:
-        self._physics_kernels()
-        self._cast()
-
-    def _refresh_kernels(self) -> None:
+    def _sense_kernels(self) -> None:
         mjw.kinematics(self.m, self.d)
         self._cast()
 
@@ -188,16 +184,15 @@ class WarpSim:
         wp.launch(
             _lidar_rays,
             dim=(self.num_worlds, self._angles.shape[0]),
-            inputs=[self.d.qpos, self._angles, float(self.spec.robot_z)],
+            inputs=[self.d.qpos, self._angles, self._robot_z],
             outputs=[self._pnt, self._vec],
         )
-        geomgroup = wp.types.vector(length=6, dtype=wp.uint8)(*([255] * 6))
         mjw.rays(
             self.m,
             self.d,
             self._pnt,
             self._vec,
-            geomgroup,
+            self._geomgroup,
             True,
             self._exclude,
             self._dist,
@@ -206,58 +201,70 @@ class WarpSim:
         )
 
     def _run(self, name: str, fn) -> None:
-        if not self.graph_enabled:
-            with wp.ScopedDevice(str(self.device)):
+        """Run ``fn``'s kernels: eagerly, or as a CUDA graph captured on first use.
+
+        Capture records kernels without running them, so the first call advances the simulation
+        exactly once (the captured graph is launched right after capture); Warp loads every module
+        before capture. The garbage collector is paused while capturing: a Warp object finalised
+        mid-capture would record its free into the graph.
+        """
+        with wp.ScopedDevice(str(self.device)):
+            if not self.graph_enabled:
                 fn()
-            return
-        graph = getattr(self, name)
-        if graph is None:
-            with wp.ScopedDevice(str(self.device)):
-                fn()  # warm up: compile and load every kernel before capture
-                with wp.ScopedCapture() as cap:
-                    fn()
-            setattr(self, name, cap.graph)
-            graph = cap.graph
-        wp.capture_launch(graph)
+                return
+            graph = self._graphs.get(name)
+            if graph is None:
+                enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    with wp.ScopedCapture(force_module_load=True) as cap:
+                        fn()
+                finally:
+                    if enabled:
+                        gc.enable()
+                graph = self._graphs[name] = cap.graph
+            wp.capture_launch(graph)
 
     def step(self) -> None:
-        """Advance every world one control step (``decimation`` physics steps) and recast the LiDAR."""
-        self._run("_step_graph", self._step_kernels)
-        self._read_ranges()
+        """Advance every world one control step (``decimation`` physics steps); ``contact`` flags a
+        contact in any substep or at the final pose. The LiDAR is cast by ``sense``."""
+        self._run("physics", self._physics_kernels)
 
-    def step_physics(self) -> None:
-        """Physics only (substeps, contacts, final kinematics), no LiDAR: for benchmarks."""
-        self._run("_physics_graph", self._physics_kernels)
-
-    def cast_lidar(self) -> None:
-        """LiDAR only, at the current kinematics: for benchmarks."""
-        self._run("_lidar_graph", self._cast)
-        self._read_ranges()
-
-    def synchronize(self) -> None:
-        """Wait for queued device work (timing on CUDA)."""
-        wp.synchronize_device(str(self.device))
-
-    def refresh(self, world_ids: torch.Tensor | None = None) -> None:
-        """Recompute kinematics and the LiDAR at the current poses (after writing layouts).
-
-        All worlds are recomputed (one launch covers every world); ``world_ids`` is accepted for the
-        shared interface."""
-        self._run("_refresh_graph", self._refresh_kernels)
-        self._read_ranges()
-
-    def _read_ranges(self) -> None:
+    def sense(self, changed: torch.Tensor | None = None) -> None:
+        """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
+        those in ``changed`` (written since the last step) included."""
+        self._run("sense", self._sense_kernels)
         # Misses (-1) and hits beyond max range read max range, so a policy never sees -1 or inf.
         d = self._dist_t
         miss = (d < 0) | (d > self.max_range_m) | ~torch.isfinite(d)
         self.ranges.copy_(d.masked_fill(miss, self.max_range_m))
 
-    def overflow_message(self) -> str | None:
-        """Describe buffer overflows of the last step (None when there were none)."""
-        flags = self.overflow
-        bad = torch.nonzero(flags).flatten()
-        if bad.numel() == 0:
-            return None
-        bits = int(flags[bad[0]].item())
+    def synchronize(self) -> None:
+        """Wait for queued device work (timing on CUDA)."""
+        wp.synchronize_device(str(self.device))
+
+    @staticmethod
+    def overflow_reason(bits: int) -> str:
+        """Name the buffers behind an overflow bitmask (OR of ``overflow`` over worlds and steps)."""
         what = [v for k, v in OVERFLOW_NAMES.items() if bits & k] or [f"bitmask {bits}"]
-        return f"mujoco_warp buffer overflow in worlds {bad.tolist()[:10]}: {', '.join(what)}"
+        return f"mujoco_warp buffer overflow: {', '.join(what)}"
+
+
+def graph_support(device: torch.device) -> str | None:
+    """Why a CUDA graph cannot be captured on ``device`` (None when it can).
+
+    mujoco_warp's solver loops are conditional graph nodes (driver >= 12.4), and allocations made
+    during capture need Warp's stream-ordered memory pool."""
+    if device.type != "cuda":
+        return f"device {device} is not CUDA"
+    wdev = wp.get_device(str(device))
+    driver = wp.context.runtime.driver_version
+    if driver is None:
+        return "the CUDA driver version is unavailable"
+    if tuple(driver) < GRAPH_MIN_DRIVER:
+        return f"CUDA driver {driver[0]}.{driver[1]} < {GRAPH_MIN_DRIVER[0]}.{GRAPH_MIN_DRIVER[1]}"
+    if not wp.is_mempool_enabled(wdev):
+        if not wp.is_mempool_supported(wdev):
+            return "the device has no stream-ordered memory pool"
+        wp.set_mempool_enabled(wdev, True)
+    return None

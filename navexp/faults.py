@@ -1,0 +1,82 @@
+"""Fault flags kept on the device: NaN/inf and buffer overflows are recorded per world while the
+env steps, and raised (one host sync) every ``env.check_every`` steps and before every PPO update.
+
+Checking on every step would make the host wait for the device on every step. Flags are sticky
+until checked, so no fault is lost between checks, and each world remembers the first step it was
+flagged. Worlds with a non-finite action are stepped with a zero action until the check raises.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SOURCES = ("buffer overflow", "actions", "simulator state", "observations", "rewards")
+"""Fault kinds, by bit (1 << index). Overflow comes first: it usually causes the others."""
+OVERFLOW, ACTIONS, STATE, OBSERVATIONS, REWARDS = range(len(SOURCES))
+
+
+class FaultFlags:
+    """Per-world fault bits [N] and the env step each world was first flagged at."""
+
+    def __init__(self, num_worlds: int, device: torch.device | str) -> None:
+        self.bits = torch.zeros(num_worlds, dtype=torch.int32, device=device)
+        self.first_step = torch.full((num_worlds,), -1, dtype=torch.long, device=device)
+        self.overflow_bits = torch.zeros(num_worlds, dtype=torch.int32, device=device)
+        """OR of the simulator's overflow bitmasks since the last check."""
+
+    def flag(self, source: int, bad: torch.Tensor) -> None:
+        """Mark the worlds where ``bad`` [N] bool with ``source`` (no host sync)."""
+        self.bits |= bad.to(torch.int32) << source
+
+    def flag_overflow(self, overflow: torch.Tensor) -> None:
+        """Record the simulator's per-world overflow bitmask [N] (0: none)."""
+        self.overflow_bits |= overflow.to(torch.int32)
+        self.flag(OVERFLOW, overflow != 0)
+
+    def end_step(self, step: int) -> None:
+        """Stamp ``step`` on the worlds flagged for the first time."""
+        self.first_step.masked_fill_((self.bits != 0) & (self.first_step < 0), step)
+
+    def raise_if_any(self, overflow_reason, check_every: int | None) -> None:
+        """Raise for the flagged worlds (one host sync when there are none), then clear the flags.
+
+        ``overflow_reason(bits) -> str`` names the simulator's buffers behind an overflow bitmask.
+        Overflows raise RuntimeError, NaN/inf FloatingPointError, naming the worlds, how many, and
+        the first env step it was seen at."""
+        if not bool(self.bits.any()):
+            return
+        bits, first, over = (t.to("cpu", copy=True) for t in (self.bits, self.first_step, self.overflow_bits))
+        self.bits.zero_()
+        self.first_step.fill_(-1)
+        self.overflow_bits.zero_()
+        when = f"checked every {check_every} steps" if check_every else "checked on demand"
+        lines = []
+        for source, what in enumerate(SOURCES):
+            hit = ((bits >> source) & 1) == 1
+            if not hit.any():
+                continue
+            worlds = hit.nonzero().flatten().tolist()
+            where = (
+                f"in worlds {worlds[:10]} ({len(worlds)} worlds), first at env step "
+                f"{int(first[hit].min())} ({when})"
+            )
+            if source == OVERFLOW:
+                lines.append(f"{overflow_reason(_or_all(over[hit]))} {where}")
+            else:
+                extra = "; they were stepped with zero actions" if source == ACTIONS else ""
+                lines.append(f"NaN/inf in {what} {where}{extra}")
+        message = "; ".join(lines)
+        if bits.bitwise_and(1 << OVERFLOW).any():
+            raise RuntimeError(message)
+        raise FloatingPointError(
+            f"{message}; stopping rather than training on garbage "
+            f"(env.check_finite=false disables this check)"
+        )
+
+
+def _or_all(values: torch.Tensor) -> int:
+    """Bitwise OR of integer values."""
+    out = 0
+    for v in values.tolist():
+        out |= int(v)
+    return out
