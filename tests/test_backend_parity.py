@@ -11,12 +11,12 @@ from navexp import compose_config, make_env
 STEPS = 300
 
 
-def rollout(backend: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
+def rollout(backend: str, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, dict]:
     """300 control steps of smooth, world-specific commands in the shipped cluttered scenario (3 worlds)."""
     env = make_env(
         compose_config(
             [
-                "env.device=cpu",
+                f"env.device={device}",
                 f"env.sim.backend={backend}",
                 "env.num_envs=3",
                 "env.scenarios=cluttered",
@@ -32,13 +32,14 @@ def rollout(backend: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
             [
                 [0.8 * math.cos(0.05 * k + i), 0.4 * math.sin(0.07 * k + i), 0.5 * math.sin(0.03 * k + 2 * i)]
                 for i in range(3)
-            ]
+            ],
+            device=env.device,
         )
         _, _, done, _ = env.step(a)
         for w in done.nonzero().flatten().tolist():
             ends[w] = (k, int(env.state.reason[w]))
-        poses.append(env.state.pos_xy.clone())
-        scans.append(env.state.scan_clean.clone())
+        poses.append(env.state.pos_xy.cpu())
+        scans.append(env.state.scan_clean.cpu())
     return torch.stack(poses), torch.stack(scans), ends
 
 

@@ -1,0 +1,80 @@
+"""CUDA-only checks of the warp backend: CUDA graphs, host syncs, parity with the CPU backend.
+
+They skip without CUDA (the CPU suite proves the same properties where it can: zero counted syncs,
+masked resets; see test_hot_path.py). ``../shared/offline_gpu/check.sh`` runs them on a lent GPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_backend_parity import rollout
+from test_env_dynamics import FORWARD, TWO_WORLDS
+
+from navexp import compose_config, make_env
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs CUDA (a GPU); the CPU suite covers the rest"
+    ),
+]
+
+
+def _env(*overrides: str):
+    return make_env(compose_config(["env.device=cuda:0", "env.sim.backend=warp", *overrides]))
+
+
+def test_the_control_step_is_a_cuda_graph_and_capture_does_not_advance_state(scenario_file):
+    """The first step() after build captures and launches once: 1.5 m/s forward for 0.1 s from rest
+    moves 0.15 m (+- 0.02), not 0.30 m; both graphs (physics, sense) exist afterwards."""
+    env = _env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
+    assert env.sim.graph_enabled
+    env.step(FORWARD.repeat(2, 1).cuda())
+    assert abs(env.state.pos_xy[1, 1].item() - 0.15) < 0.02
+    assert set(env.sim._graphs) == {"physics", "sense"}
+
+
+def test_graph_and_eager_agree_over_100_steps():
+    """Same seed, same actions, graphs on and off: poses within 1e-5 m and the same episode ends."""
+
+    def run(graph: bool):
+        env = _env("env.num_envs=64", f"env.sim.cuda_graph={str(graph).lower()}", "seed=3")
+        g = torch.Generator(device="cuda").manual_seed(0)
+        poses, dones = [], []
+        for _ in range(100):
+            _, _, d, _ = env.step(torch.rand(64, 3, generator=g, device="cuda") * 2 - 1)
+            poses.append(env.state.pos_xy.clone())
+            dones.append(d.clone())
+        return torch.stack(poses), torch.stack(dones)
+
+    (p_graph, d_graph), (p_eager, d_eager) = run(True), run(False)
+    assert torch.equal(d_graph, d_eager)
+    assert (p_graph - p_eager).norm(dim=-1).max().item() < 1e-5
+
+
+def test_no_host_sync_in_50_steps_under_cuda_sync_debug_mode():
+    """torch.cuda.set_sync_debug_mode('error') raises on any synchronising call: 50 steps of 256 worlds
+    with resets run through (check_every beyond the window)."""
+    env = _env("env.num_envs=256", "env.episode_length_s=1.0", "env.check_every=1000")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    actions = [torch.rand(256, 3, generator=g, device="cuda") * 2 - 1 for _ in range(50)]
+    env.step(actions[0])  # capture outside the checked window
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for a in actions:
+            env.step(a)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert env.episode_count.sum().item() > 256 * 4
+
+
+def test_warp_on_cuda_matches_mujoco_on_the_cpu():
+    """The parity check of test_backend_parity with warp on the GPU: poses within 1e-4 m, ranges
+    within 1e-3 m, the same episode ends."""
+    p_gpu, s_gpu, e_gpu = rollout("warp", "cuda:0")
+    p_cpu, s_cpu, e_cpu = rollout("mujoco", "cpu")
+    assert e_gpu == e_cpu
+    assert (p_gpu - p_cpu).norm(dim=-1).max() < 1e-4
+    assert (s_gpu - s_cpu).abs().max() < 1e-3
