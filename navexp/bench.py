@@ -117,6 +117,23 @@ def peak_device_mb(device: str) -> float | None:
         return torch.cuda.max_memory_allocated() / 2**20
 
 
+def count_syncs_and_ops(env, actions: torch.Tensor, steps: int = 10) -> dict:
+    """Host syncs and ATen operations per NavEnv.step, counted over ``steps`` steps between fault
+    checks (navexp.sync_audit); the fault check itself adds one sync every env.check_every steps."""
+    from navexp.sync_audit import SyncAudit
+
+    env.check_faults()  # start a check period, so none falls inside the counted steps
+    steps = min(steps, env.check_every - 1) or 1
+    with SyncAudit() as audit:
+        for _ in range(steps):
+            env.step(actions)
+    return {
+        "host_syncs_per_step": audit.num_syncs / steps,
+        "torch_ops_per_step": audit.num_ops / steps,
+        "check_every": env.check_every,
+    }
+
+
 def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) -> dict:
     from navexp import compose_config, make_env
 
@@ -141,6 +158,7 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) 
         "physics_lidar_sps": _rate(lambda: (env.sim.step(), env.sim.sense(unchanged)), n, steps, sync),
         "full_step_sps": _rate(lambda: env.step(actions), n, steps, sync),
     }
+    row.update(count_syncs_and_ops(env, actions))
     if baseline:
         base = ClassicBaseline(env)
         bsteps = max(3, steps // 3)
@@ -215,8 +233,9 @@ def format_table(result: dict) -> str:
 
     lines = [
         "| backend | worlds | physics | physics+LiDAR | full step | baseline physics | baseline phys+LiDAR | "
-        "ratio phys | ratio phys+LiDAR | full / baseline | first step s | peak host MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "ratio phys | ratio phys+LiDAR | full / baseline | syncs/step | torch ops/step | first step s | "
+        "peak host MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["worlds"]:
         ratio = [
@@ -227,6 +246,7 @@ def format_table(result: dict) -> str:
             f"{k(r['full_step_sps'])} | "
             f"{k(r.get('baseline_physics_sps'))} | {k(r.get('baseline_physics_lidar_sps'))} | "
             + " | ".join("-" if x is None else f"{x:.2f}x" for x in ratio)
+            + f" | {r['host_syncs_per_step']:.0f} | {r['torch_ops_per_step']:.0f}"
             + f" | {r['first_step_s']:.1f} | {r['peak_host_mb']:.0f} |"
         )
     for p in result.get("ppo", []):

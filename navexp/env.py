@@ -75,9 +75,15 @@ class NavEnv(VecEnv):
                 robot.radius_m,
             )
             self.scenarios = Layout(**{k: v.to(dev) for k, v in vars(fixed).items()})
+        every = env_cfg.check_every
+        if every is None:
+            every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
+        self.check_every = int(every)
+        """Control steps between fault checks (the step path's one host sync)."""
         self.generator = torch.Generator(device=dev)
-        # Random layouts come in batches of at least 256 (one sampling call serves many resets).
-        self.layout_pool = LayoutPool(self.layout_spec, max(n, 256), self.generator, dev)
+        # Reset layouts come from a device-side pool topped up at the fault checks: it must hold the
+        # most resets possible until the next check (every world, every step).
+        self.layout_pool = LayoutPool(self.layout_spec, n * self.check_every, self.generator, dev)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
         self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
@@ -99,11 +105,6 @@ class NavEnv(VecEnv):
         self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
         self.range_noise_std_m = float(env_cfg.lidar.range_noise_std_m)
         self.check_finite = bool(env_cfg.check_finite)
-        every = env_cfg.check_every
-        if every is None:
-            every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
-        self.check_every = int(every)
-        """Control steps between fault checks (the step path's one host sync)."""
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
@@ -195,9 +196,14 @@ class NavEnv(VecEnv):
         return self._obs, rewards, dones.long(), extras
 
     def check_faults(self) -> None:
-        """Raise for faults flagged since the last check, naming the worlds and the first step."""
+        """Raise for faults flagged since the last check, naming the worlds and the first step; top up
+        the layout pool when it runs low. One host sync."""
         self._steps_since_check = 0
-        self.faults.raise_if_any(self.sim.overflow_reason, self.check_every)
+        faulty, pool_low = torch.stack((self.faults.any(), self.layout_pool.low())).tolist()
+        if pool_low and self.scenarios is None:
+            self.layout_pool.refill()
+        if faulty:
+            self.faults.raise_flagged(self.sim.overflow_reason, self.check_every)
 
     def pop_episode_log(self) -> dict[str, torch.Tensor]:
         """Means over the episodes finished since the last call, under the dashboard tags."""

@@ -60,10 +60,11 @@ class EpisodeStats:
         """Add the episodes ending where ``done`` [N]: weighted reward sums per term [N, T], end
         reason [N] (index into REASONS), duration [N] (s)."""
         d = done.float()
-        if self.reward_terms:
-            self._reward += d @ reward_sums
+        # Masked sums as multiply-and-reduce: a [N] @ [N, T] product goes to BLAS gemv, which is
+        # orders of magnitude slower for these shapes on some CPU builds.
+        self._reward += (d.unsqueeze(-1) * reward_sums).sum(dim=0)
         self._reasons.index_add_(0, reason, d)
-        self._length_s += d @ length_s
+        self._length_s += (d * length_s).sum()
         self._count += d.sum()
         self.outcomes.push((reason == SUCCESS).float(), done)
 

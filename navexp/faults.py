@@ -37,14 +37,16 @@ class FaultFlags:
         """Stamp ``step`` on the worlds flagged for the first time."""
         self.first_step.masked_fill_((self.bits != 0) & (self.first_step < 0), step)
 
-    def raise_if_any(self, overflow_reason, check_every: int | None) -> None:
-        """Raise for the flagged worlds (one host sync when there are none), then clear the flags.
+    def any(self) -> torch.Tensor:
+        """Device bool: some world is flagged."""
+        return self.bits.any()
+
+    def raise_flagged(self, overflow_reason, check_every: int | None) -> None:
+        """Raise for the flagged worlds (call when ``any()`` is true), then clear the flags.
 
         ``overflow_reason(bits) -> str`` names the simulator's buffers behind an overflow bitmask.
         Overflows raise RuntimeError, NaN/inf FloatingPointError, naming the worlds, how many, and
         the first env step it was seen at."""
-        if not bool(self.bits.any()):
-            return
         bits, first, over = (t.to("cpu", copy=True) for t in (self.bits, self.first_step, self.overflow_bits))
         self.bits.zero_()
         self.first_step.fill_(-1)

@@ -209,9 +209,9 @@ def test_a_reset_elsewhere_does_not_touch_a_running_world(scenario_file, backend
 
 
 def test_layout_pool_hands_out_fresh_layouts_deterministically():
-    """A pool for 4 worlds holds 8 takes of 4 (32 layouts): masks of 3, 2, 4 and 1 worlds get the
-    next 10 layouts in world order, none twice; the same seed replays them; unmasked rows are never
-    written by the env."""
+    """A pool of 16 layouts with a reserve of 8: masks of 3, 2, 4 and 1 worlds get the next 10
+    layouts in world order, none twice; the same seed replays them; low() turns true once fewer than
+    8 are left (16 - 10 = 6) and refill() brings 16 new ones."""
     from navexp.sim.layout import LayoutPool
 
     env = build_env("env.num_envs=2")
@@ -219,14 +219,22 @@ def test_layout_pool_hands_out_fresh_layouts_deterministically():
     rows = ([1, 1, 0, 1], [0, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 0])
     masks = [torch.tensor(m, dtype=torch.bool) for m in rows]
 
-    def takes(seed: int) -> torch.Tensor:
-        pool = LayoutPool(spec, 8, torch.Generator().manual_seed(seed), "cpu")
-        return torch.cat([pool.take(m).robot_xy[m] for m in masks])
+    def takes(seed: int) -> tuple[torch.Tensor, list[bool], LayoutPool]:
+        pool = LayoutPool(spec, 8, torch.Generator().manual_seed(seed), "cpu", min_size=16)
+        starts, low = [], []
+        for m in masks:
+            starts.append(pool.take(m).robot_xy[m])
+            low.append(bool(pool.low()))
+        return torch.cat(starts), low, pool
 
-    first, again, other = takes(0), takes(0), takes(1)
-    assert first.shape == (10, 2)
+    (first, low, pool), (again, _, _), (other, _, _) = takes(0), takes(0), takes(1)
+    assert first.shape == (10, 2) and low == [False, False, True, True]  # 13, 11, 7, 6 left
     assert torch.equal(first, again) and not torch.equal(first, other)
     assert torch.cdist(first, first).add(torch.eye(10)).min() > 1e-6  # 10 distinct start positions
+    pool.refill()
+    assert not bool(pool.low())
+    fresh = pool.take(torch.ones(4, dtype=torch.bool)).robot_xy
+    assert torch.cdist(fresh, first).min() > 1e-6
     # Re-seeding the env drops what its pool still holds: reset() then replays the same layouts.
     env.seed(5)
     env.reset()

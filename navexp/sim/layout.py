@@ -52,6 +52,11 @@ class Layout:
         for f in fields(self):
             getattr(self, f.name)[idx] = getattr(other, f.name)
 
+    @staticmethod
+    def cat(parts: list[Layout]) -> Layout:
+        """The layouts of several batches, in order."""
+        return Layout(**{f.name: torch.cat([getattr(p, f.name) for p in parts]) for f in fields(Layout)})
+
     def assign_where(self, mask: torch.Tensor, other: Layout) -> None:
         """Take row w of ``other`` (K rows too) where ``mask[w]``, in place; a fixed-shape masked write."""
         for f in fields(self):
@@ -108,6 +113,40 @@ def _rotate(v: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:
     return torch.stack((c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]), dim=-1)
 
 
+def _cylinder_parts(p: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-cylinder signed distance [K, P, C] (``|p - c| - r``, inf for inactive slots) and the
+    offset from the centre and its length, for the closest point."""
+    rel = p - layout.cyl_xy.unsqueeze(1)  # [K, P, C, 2]
+    norm = rel.norm(dim=-1).clamp_min(1e-9)
+    d = torch.where(layout.cyl_active.unsqueeze(1), norm - layout.cyl_r.unsqueeze(1), float("inf"))
+    return d, rel, norm
+
+
+def _box_parts(p: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-box signed distance [K, P, B] (the rotated-rectangle distance in the box frame
+    ``q = R(-yaw)(p - c)``, inf for inactive slots), ``q`` and ``|q| - half``."""
+    q = _rotate(p - layout.box_xy.unsqueeze(1), -layout.box_yaw.unsqueeze(1))  # [K, P, B, 2]
+    excess = q.abs() - layout.box_half.unsqueeze(1)
+    outside = excess.clamp_min(0).norm(dim=-1)
+    inside = excess.max(dim=-1).values.clamp_max(0)
+    d = torch.where(layout.box_active.unsqueeze(1), outside + inside, float("inf"))
+    return d, q, excess
+
+
+def _wall_distances(points: torch.Tensor, half_x: float, half_y: float) -> torch.Tensor:
+    x, y = points[..., 0], points[..., 1]
+    return torch.stack((half_x - x, half_x + x, half_y - y, half_y + y), dim=-1)  # [K, P, 4]
+
+
+def obstacle_distance(points: torch.Tensor, layout: Layout, half_x: float, half_y: float) -> torch.Tensor:
+    """Signed distance [K, P] from points [K, P, 2] to the nearest obstacle or wall surface (negative
+    inside); the distance part of ``nearest_obstacle`` alone (layout sampling needs no more)."""
+    p = points.unsqueeze(2)
+    d_cyl, _, _ = _cylinder_parts(p, layout)
+    d_box, _, _ = _box_parts(p, layout)
+    return torch.cat((d_cyl, d_box, _wall_distances(points, half_x, half_y)), dim=-1).min(dim=-1).values
+
+
 def nearest_obstacle(
     points: torch.Tensor, layout: Layout, half_x: float, half_y: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,31 +162,24 @@ def nearest_obstacle(
         closest: [K, P, 2] the closest surface point of that obstacle or wall.
     """
     p = points.unsqueeze(2)  # [K, P, 1, 2]
-    inf = float("inf")
-    # Cylinders: d = |p - c| - r; closest point along the ray from the centre through p.
-    rel = p - layout.cyl_xy.unsqueeze(1)  # [K, P, C, 2]
-    norm = rel.norm(dim=-1).clamp_min(1e-9)
+    # Cylinders: the closest point lies along the ray from the centre through p.
+    d_cyl, rel, norm = _cylinder_parts(p, layout)
     r = layout.cyl_r.unsqueeze(1)
-    d_cyl = torch.where(layout.cyl_active.unsqueeze(1), norm - r, inf)
     c_cyl = layout.cyl_xy.unsqueeze(1) + rel / norm.unsqueeze(-1) * r.unsqueeze(-1)
-    # Boxes: work in the box frame q = R(-yaw)(p - c); closest point is q clamped to the box.
-    yaw = layout.box_yaw.unsqueeze(1)
-    q = _rotate(p - layout.box_xy.unsqueeze(1), -yaw)  # [K, P, B, 2]
+    # Boxes: the closest point is q clamped to the box...
+    d_box, q, excess = _box_parts(p, layout)
     half = layout.box_half.unsqueeze(1)
-    excess = q.abs() - half
-    outside = excess.clamp_min(0).norm(dim=-1)
-    inside = excess.max(dim=-1).values.clamp_max(0)
-    d_box = torch.where(layout.box_active.unsqueeze(1), outside + inside, inf)
     q_clamped = torch.maximum(torch.minimum(q, half), -half)
-    # Inside a box the clamp is the point itself; push it to the nearest face instead.
+    # ...except inside a box, where the clamp is the point itself: push it to the nearest face.
     face = torch.where(excess[..., :1] > excess[..., 1:], 0, 1)  # axis closest to a face
     pushed = q.clone()
     pushed.scatter_(-1, face, (torch.sign(q) * half).gather(-1, face))
-    q_near = torch.where((inside < 0).unsqueeze(-1), pushed, q_clamped)
-    c_box = layout.box_xy.unsqueeze(1) + _rotate(q_near, yaw)
+    inside = excess.max(dim=-1).values < 0
+    q_near = torch.where(inside.unsqueeze(-1), pushed, q_clamped)
+    c_box = layout.box_xy.unsqueeze(1) + _rotate(q_near, layout.box_yaw.unsqueeze(1))
     # Walls: the four inner faces.
     x, y = points[..., 0], points[..., 1]
-    d_wall = torch.stack((half_x - x, half_x + x, half_y - y, half_y + y), dim=-1)  # [K, P, 4]
+    d_wall = _wall_distances(points, half_x, half_y)
     c_wall = torch.stack(
         (
             torch.stack((torch.full_like(x, half_x), y), -1),
@@ -253,9 +285,9 @@ def _place_start_goal(spec: LayoutSpec, lay: Layout, g: torch.Generator, device)
     cx, cy = spec.half_x - need, spec.half_y - need
     starts = torch.stack((_uniform((k, p), -cx, cx, g, device), _uniform((k, p), -cy, cy, g, device)), -1)
     goals = torch.stack((_uniform((k, p), -cx, cx, g, device), _uniform((k, p), -cy, cy, g, device)), -1)
-    d_start, _ = nearest_obstacle(starts, lay, spec.half_x, spec.half_y)
+    d_start = obstacle_distance(starts, lay, spec.half_x, spec.half_y)
     ok_s, start = _first_valid(d_start >= need, starts)
-    d_goal, _ = nearest_obstacle(goals, lay, spec.half_x, spec.half_y)
+    d_goal = obstacle_distance(goals, lay, spec.half_x, spec.half_y)
     far = (goals - start.unsqueeze(1)).norm(dim=-1) >= spec.min_start_goal_dist_m
     ok_g, goal = _first_valid((d_goal >= need) & far, goals)
     lay.robot_xy, lay.goal_xy = start, goal
@@ -286,49 +318,64 @@ class LayoutPool:
     """Random layouts sampled in large batches on the device and handed out without host syncs.
 
     ``take(mask)`` gives the next pool entry to every world where ``mask`` is set, in world order,
-    with index arithmetic on the device (a cumulative sum over the mask, a cursor tensor), so a
-    reset of any number of worlds costs a fixed number of tensor operations and never waits for the
-    device. The pool holds ``steps_per_batch`` control steps' worth of resets for every world and is
-    re-drawn every ``steps_per_batch`` takes, so even if every world reset on every step no layout
-    would be handed out twice. Deterministic: the same generator state gives the same layouts.
+    with index arithmetic on the device (a cumulative sum over the mask, a cursor tensor), so a reset
+    of any number of worlds costs a fixed number of tensor operations and never waits for the device.
+
+    The host learns how many layouts are left only when it syncs anyway, at the env's fault checks:
+    ``low()`` is a device flag read there, true when fewer than ``reserve`` valid layouts remain (the
+    env sets ``reserve`` to the most resets possible until its next check, worlds x check period),
+    and ``refill()`` then draws a new batch of ``2 * reserve`` (at least ``min_size``). So no layout is
+    handed out twice, and about twice as many layouts are sampled as used. Deterministic: the same
+    generator state and the same take masks give the same layouts.
     """
 
-    steps_per_batch = 8
-    """Takes served by one batch (the pool holds this many times the world count)."""
+    chunk = 32768
+    """Layouts sampled per call (bounds the candidate tensors' memory)."""
 
-    def __init__(self, spec: LayoutSpec, min_size: int, generator: torch.Generator, device) -> None:
-        self.spec, self.min_size, self.generator, self.device = spec, int(min_size), generator, device
+    def __init__(
+        self, spec: LayoutSpec, reserve: int, generator: torch.Generator, device, min_size: int = 256
+    ) -> None:
+        self.spec, self.generator, self.device = spec, generator, device
+        self.reserve, self.min_size = int(reserve), int(min_size)
         self.clear()
 
     def clear(self) -> None:
         """Drop the remaining layouts (after re-seeding the generator)."""
         self._pool: Layout | None = None
-        self._takes_left = 0
         self._checked = False
 
     def take(self, mask: torch.Tensor) -> Layout:
         """Layouts for all N worlds [N]: row w is the next fresh layout where ``mask[w]``, otherwise an
         arbitrary valid layout (callers write only the masked rows)."""
-        n = mask.numel()
-        if self._pool is None or self._takes_left < 1:
-            self._refill(n)
-        self._takes_left -= 1
+        if self._pool is None:
+            self.refill()
         rank = mask.long().cumsum(0) - 1
         slot = (self._cursor + rank).remainder(self._num_valid)
         self._cursor = self._cursor + rank[-1] + 1
         return self._pool.index(self._order[slot])
 
-    def _refill(self, n: int) -> None:
-        size = max(self.min_size, self.steps_per_batch * n)
-        pool, valid = sample_layouts(self.spec, size, self.generator, self.device)
-        if not self._checked:  # once per seed, at construction or first reset: may wait for the device
+    def low(self) -> torch.Tensor:
+        """Device bool: fewer than ``reserve`` unused valid layouts are left (or none drawn yet)."""
+        if self._pool is None:
+            return torch.ones((), dtype=torch.bool, device=self.device)
+        return self._num_valid - self._cursor < self.reserve
+
+    def refill(self) -> None:
+        """Draw a new batch (the unused rest of the old one is dropped)."""
+        size = max(self.min_size, 2 * self.reserve)
+        parts = [
+            sample_layouts(self.spec, min(self.chunk, size - start), self.generator, self.device)
+            for start in range(0, size, self.chunk)
+        ]
+        pool = parts[0][0] if len(parts) == 1 else Layout.cat([p for p, _ in parts])
+        valid = torch.cat([v for _, v in parts])
+        if not self._checked:  # once per seed, at construction or after seed(): may wait for the device
             self._check(valid)
         # Valid entries first, in sampling order; the cursor walks only over those.
         self._order = torch.argsort((~valid).to(torch.uint8), stable=True)
         self._num_valid = valid.sum().clamp_min(1)
         self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
         self._pool = pool
-        self._takes_left = size // n  # >= steps_per_batch: never more resets than entries
 
     def _check(self, valid: torch.Tensor) -> None:
         self._checked = True
@@ -342,7 +389,7 @@ class LayoutPool:
             )
         if frac < 0.5:
             warnings.warn(
-                f"only {frac:.1%} of sampled layouts have a collision-free start and goal; the pool "
-                f"repeats layouts. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
+                f"only {frac:.1%} of sampled layouts have a collision-free start and goal; sampling "
+                f"slows down. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
                 stacklevel=2,
             )
