@@ -1,9 +1,11 @@
 """NavEnv: the rsl_rl VecEnv that wires the simulator, the terms and the episode bookkeeping.
 
 One ``step(actions)``: clip the body-frame action, scale it to the servo ranges and rotate it into
-the world frame -> ``decimation`` physics steps -> state -> terminations -> rewards -> auto-reset of
-finished worlds -> observations. Worlds that finish with ``auto_reset=False`` are held (zero
-command, termination reason latched, zero reward) until ``reset()``.
+the world frame -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
+auto-reset of finished worlds -> one LiDAR pass for every world -> observations. Worlds that finish
+with ``auto_reset=False`` are held (zero command, termination reason latched, zero reward) until
+``reset()``. The step never reads a device value on the host (no sync): resets are fixed-shape masked
+writes, and faults are device flags raised every ``check_every`` steps (``check_faults``).
 """
 
 from __future__ import annotations

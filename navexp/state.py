@@ -62,7 +62,9 @@ class NavState:
     goal_bearing: torch.Tensor
     """[N] bearing of the goal in the body frame (rad, 0 = straight ahead, + = left)."""
     scan_clean: torch.Tensor
-    """[N, B] LiDAR ranges (m) from the engine, in [0, max_range]."""
+    """[N, B] LiDAR ranges (m) from the engine, in [0, max_range]. The LiDAR is cast once per step,
+    after the resets: while rewards are computed, the scan fields hold the scan the action was
+    chosen on; the observations get the new one."""
     scan: torch.Tensor
     """[N, B] the robot's scan: clean + Gaussian noise, clipped to [0, max_range] (m)."""
     min_scan: torch.Tensor

@@ -1,9 +1,11 @@
 """Simulation layer (knows nothing of RL): scene, layouts, scenarios and two interchangeable backends.
 
 Both backends take the same constructor arguments and expose the same tensors and methods:
-``qpos``/``qvel``/``ctrl`` [N, 3], ``contact`` [N], ``ranges`` [N, B], ``write_layouts(ids, layout)``,
-``step()``, ``refresh(ids)``, ``step_physics()``, ``cast_lidar()``, ``synchronize()``,
-``overflow_message()``.
+``qpos``/``qvel``/``ctrl`` [N, 3], ``contact`` [N], ``overflow`` [N] (per-world bitmask, 0: none),
+``ranges`` [N, B]; ``write_layouts(mask, layout)`` (worlds where the [N] bool mask is set take their
+row of an N-row layout), ``step()`` (physics; ``contact`` covers the substeps and the final pose),
+``sense(changed)`` (bring ``ranges`` up to date at the current poses; ``changed`` marks worlds
+written since the last step), ``synchronize()``, ``overflow_reason(bits)``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """MuJoCo Warp backend: all worlds in one Model/Data, LiDAR by mjw.rays, contacts from the engine.
 
 Every buffer the env reads is a torch view of a Warp array (zero-copy, on the sim device). On CUDA
-the control step (substeps, contact flag, kinematics, LiDAR) is captured once in a CUDA graph;
-afterwards only in-place writes reach it, which is why every input lives in a preallocated array.
+the physics (substeps, contact flags, final-pose contacts) and the sensing pass (kinematics, LiDAR)
+are each captured once as a CUDA graph; afterwards only in-place writes reach them, which is why
+every input lives in a preallocated array and layouts are written with masked, fixed-shape ops.
+Nothing here reads a device value on the host.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ class WarpSim:
     Tensors (torch views, [N, ...] with N = num_worlds, world frame):
         qpos [N, 3]: x (m), y (m), yaw (rad, unwrapped).  qvel [N, 3]: vx, vy (m/s), wz (rad/s).
         ctrl [N, 3]: velocity servo targets in the world frame.  contact [N]: int, 1 if the robot
-        touched anything during the last step().  ranges [N, B]: LiDAR ranges (m), misses and
-        hits beyond max range read max_range_m.
+        touched anything during the last step().  overflow [N]: mujoco_warp's overflow bitmask of the
+        last step.  ranges [N, B]: LiDAR ranges (m) as of the last sense(), misses and hits beyond
+        max range read max_range_m.
     """
 
     def __init__(
