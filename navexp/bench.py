@@ -58,9 +58,7 @@ class ClassicBaseline:
         ref = MujocoSim(
             env.sim.spec, env.num_envs, "cpu", torch.from_numpy(self.angles), self.max_range, self.decimation
         )
-        ref.write_layouts(
-            torch.arange(env.num_envs), env.layout.index(torch.arange(env.num_envs).to(env.device))
-        )
+        ref.write_layouts(torch.ones(env.num_envs, dtype=torch.bool), env.layout.to("cpu"))
         self.z, self.robot_body = ref.spec.robot_z, ref.robot_body
         plain = build_model(env.sim.spec)  # the MJCF without navexp's contact sensor
         self.models, self.datas = [], []

@@ -76,7 +76,7 @@ class NavEnv(VecEnv):
                 self.half_y,
                 robot.radius_m,
             )
-            self.scenarios = Layout(**{k: v.to(dev) for k, v in vars(fixed).items()})
+            self.scenarios = fixed.to(dev)
         every = env_cfg.check_every
         if every is None:
             every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32

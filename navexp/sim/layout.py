@@ -43,6 +43,10 @@ class Layout:
     def num_worlds(self) -> int:
         return self.robot_xy.shape[0]
 
+    def to(self, device: torch.device | str) -> Layout:
+        """The same layouts on ``device``."""
+        return Layout(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
     def index(self, idx: torch.Tensor) -> Layout:
         """Return the layouts of the worlds ``idx`` (a K' index or a K mask)."""
         return Layout(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})

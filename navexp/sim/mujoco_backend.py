@@ -120,6 +120,7 @@ class MujocoSim:
     def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:
         """Pose obstacles, robot and state of the worlds where ``mask`` [N] is set from the rows of
         ``layout`` (N rows); other worlds are untouched."""
+        assert mask.dtype == torch.bool and mask.shape == (self.num_worlds,), "a [N] bool mask"
         ids_t = mask.nonzero().flatten()  # the CPU: finding the worlds costs no device sync
         ids = ids_t.numpy()
         if ids.size == 0:

@@ -137,6 +137,7 @@ class WarpSim:
     def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:
         """Pose obstacles, robot and state of the worlds where ``mask`` [N] is set from the rows of
         ``layout`` (N rows); other worlds keep every bit. Fixed-shape masked writes, no host sync."""
+        assert mask.dtype == torch.bool and mask.shape == (self.num_worlds,), "a [N] bool mask"
         hz = self.spec.obstacle_height_m / 2
         m1 = mask[:, None]
         # State: robot at its start pose, at rest; stale warmstart from the last episode cleared.
