@@ -309,11 +309,24 @@ def _sweeper_target(*, _root_: Any) -> str:
     return SWEEPER_TARGETS[choice]
 
 
+def _path_name(key: str, value: Any) -> str:
+    """``${navexp_path_name:experiment_name,${experiment_name}}``: the value, once it is a safe name.
+
+    Hydra creates the run directory before the app runs, so a name like ``../../x`` must fail while
+    the directory path is resolved (a plain value cannot refuse itself).
+    """
+    from navexp.validation import check_path_name
+
+    check_path_name(key, value)
+    return str(value)
+
+
 def register_configs() -> None:
     """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("navexp_sweeper_target", _sweeper_target, replace=True)
+    OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)
