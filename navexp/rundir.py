@@ -17,6 +17,10 @@ import socket
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 LOCK_NAME = ".navexp.lock"
 RUN_MARKERS = ("run_info.json", "config.yaml")
@@ -49,9 +53,12 @@ class RunDirLock:
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOCK_NAME
         self._fd: int | None = None
+        self._created = False
+        """Whether acquire() made the directory (removed again on release if nothing was written)."""
 
     def acquire(self) -> RunDirLock:
         """Claim the directory; raise RunDirBusyError naming the owner when another run holds it."""
+        self._created = not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(3):  # the file may be unlinked by its releasing owner between open and flock
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -118,6 +125,8 @@ class RunDirLock:
         finally:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
+        if self._created and not any(self.run_dir.iterdir()):
+            self.run_dir.rmdir()  # a run that failed before writing leaves no empty directory behind
 
     def __enter__(self) -> RunDirLock:
         return self.acquire() if self._fd is None else self
@@ -174,3 +183,19 @@ def releases_run_dirs(fn):
                 _claimed.pop().release()
 
     return wrapper
+
+
+class RunDirGuard(Callback):
+    """Hydra callback: refuse a single run whose directory is owned or holds a run, before Hydra writes
+    its ``.hydra/`` copy there (the app's own check comes after that copy)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check ``hydra.run.dir`` for a new training (a resume trains in its checkpoint's directory)."""
+        if config.get("resume"):
+            return
+        run_dir = Path(str(config.hydra.run.dir))
+        lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
+        try:
+            check_fresh_run_dir(run_dir)
+        finally:
+            lock.release()

@@ -87,6 +87,7 @@ def run(
         info = run_dir / "run_info.json"
         wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
         print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {run_dir}")
+    claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
     seed_everything(int(cfg.seed))
     env = NavEnv(cfg)
     print(
@@ -98,7 +99,6 @@ def run(
     if ckpt is not None:
         check_resume(ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
     train_cfg["logger"] = _logger_cfg(cfg, run_dir, wandb_id)
-    claim_run_dir(run_dir, fresh=ckpt is None)  # one owner; released when run() returns or raises
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     infos = {
         "obs_layout": om.layout(),
@@ -184,8 +184,12 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -
         return
     for tag, fig in figures.items():
         writer.add_figure(tag, fig, it)  # closes the figure
+    from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
+
     scalars = {
-        f"Eval/{k}": float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None
+        f"Eval/{k}": float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and v is not None and k not in RECORD_KEYS
     }
     for tag, value in scalars.items():
         writer.add_scalar(tag, value, it)
