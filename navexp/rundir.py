@@ -194,8 +194,12 @@ class RunDirGuard(Callback):
         if config.get("resume"):
             return
         run_dir = Path(str(config.hydra.run.dir))
-        lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
         try:
-            check_fresh_run_dir(run_dir)
-        finally:
-            lock.release()
+            lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
+            try:
+                check_fresh_run_dir(run_dir)
+            finally:
+                lock.release()
+        except (RunDirBusyError, FileExistsError) as e:
+            # Hydra turns a callback's Exception into a warning and runs on; SystemExit stops it.
+            raise SystemExit(f"Error: {e}") from None

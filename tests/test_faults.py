@@ -119,6 +119,16 @@ def test_new_training_in_a_finished_run_dir_is_refused(trained):
     assert snapshot(trained) == before
 
 
+def test_app_refuses_a_finished_run_dir_before_hydra_writes_into_it(trained):
+    """`python -m navexp.train hydra.run.dir=<run>`: refused before Hydra's .hydra/ copy is written."""
+    before = snapshot(trained)
+    cmd = [sys.executable, "-m", "navexp.train", *TINY, f"hydra.run.dir={trained}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert proc.returncode != 0 and "already holds a run (run_info.json" in proc.stderr, proc.stderr[-2000:]
+    assert snapshot(trained) == before
+
+
 def test_default_run_dirs_differ_within_one_second():
     """The default run dir ends in date_time_microseconds, so two launches in one second differ."""
     from hydra import compose, initialize_config_dir
