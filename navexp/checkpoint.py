@@ -3,27 +3,84 @@
 A checkpoint is rsl_rl's dict (``actor_state_dict``, ``critic_state_dict``, ``optimizer_state_dict``,
 ``iter``) plus ``infos`` written by navexp: ``obs_layout`` (term order and widths per group),
 ``group_widths``, ``obs_groups`` (actor/critic sets), ``history_length`` and the resolved ``config``.
+
+Everything in it is a tensor or a plain container (dict, list, tuple, str, int, float, bool, None),
+so it loads with ``torch.load(weights_only=True)`` and torch's default allowlist: ``SAFE_GLOBALS`` is
+empty on purpose. A file that needs anything else (a pickled class or a callable) is refused with
+the global it asked for, before any of it runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+SAFE_GLOBALS: list = []
+"""Globals allowed beyond torch's weights-only defaults: none (navexp writes only plain types)."""
+
 REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
 _MODEL_RE = re.compile(r"model_(\d+)\.pt$")
 
 
 def save_atomic(obj: Any, path: str | Path) -> None:
-    """torch.save to a temporary file, then rename: a kill mid-save never leaves a corrupt file."""
+    """torch.save to a temporary file, fsync, then rename: a kill or a full disk never leaves a corrupt
+    (or a half-written temporary) file, and the previous file at ``path`` stays intact.
+
+    The bytes are serialized in memory first, so a failed write raises the OS error itself
+    (``ENOSPC``, ``EDQUOT``, ``EROFS`` ...) rather than torch's zip writer's "unexpected pos".
+    """
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_atomic(path, buf.getbuffer())
+
+
+def write_atomic(path: str | Path, data: bytes | memoryview | str) -> None:
+    """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename (+ fsync of the directory).
+
+    On failure the temporary file is removed and OSError names the file and the OS error.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the name points at it
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        name = os.strerror(e.errno) if e.errno else type(e).__name__
+        code = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else "no errno"
+        raise OSError(
+            e.errno,
+            f"could not write {path} ({code}: {name}); the temporary file was removed and "
+            f"any previous {path.name} is unchanged",
+        ) from e
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable; some filesystems refuse fsync on a directory, which is harmless here."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def find_checkpoints(run_dir: Path) -> list[Path]:
@@ -51,7 +108,10 @@ def load_checkpoint(path: str | Path) -> dict:
     """Load a checkpoint on the CPU; a truncated or foreign file raises ValueError saying so."""
     p = resolve_checkpoint(path)
     try:
-        ckpt = torch.load(p, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # the weights-only unpickler stopped before running anything
+        raise ValueError(_refusal(p, str(e))) from None
     except Exception as e:  # torch raises several types for truncated/foreign files
         raise ValueError(f"checkpoint {p} is not a loadable torch file ({type(e).__name__}: {e})") from e
     if not isinstance(ckpt, dict) or any(k not in ckpt for k in REQUIRED_KEYS):
@@ -61,6 +121,22 @@ def load_checkpoint(path: str | Path) -> dict:
         )
     ckpt["_path"] = str(p)
     return ckpt
+
+
+def _refusal(p: Path, torch_msg: str) -> str:
+    """The reason the weights-only loader gave, without torch's advice to load it unsafely."""
+    lines = [ln.strip() for ln in torch_msg.splitlines() if ln.strip()]
+    glob = next((ln for ln in lines if "GLOBAL" in ln), None)
+    if glob is not None:
+        return (
+            f"checkpoint {p} was refused: loading it needs code, not only tensors ({glob}); navexp "
+            f"checkpoints hold only tensors and plain containers, and nothing in this file was executed"
+        )
+    why = next((ln for ln in lines if ln.startswith("Unsupported")), lines[0] if lines else "unknown")
+    return (
+        f"checkpoint {p} is not a loadable torch file (the weights-only loader stopped: {why}); "
+        f"nothing in it was executed"
+    )
 
 
 def checkpoint_obs_layout(ckpt: dict) -> dict | None:
@@ -86,4 +162,90 @@ def check_compatible(ckpt: dict, obs_layout: dict, group_widths: dict[str, int],
             f"checkpoint {ckpt['_path']} has an actor input of {width} columns; "
             f"this config's policy group is "
             f"{group_widths['policy']} wide ({ours['policy']}). Use the same obs config."
+        )
+
+
+MODEL_KEYS = (
+    "ppo.hidden_dims",
+    "ppo.activation",
+    "ppo.obs_normalization",
+    "ppo.std_type",
+    "ppo.actor_obs_groups",
+    "ppo.critic_obs_groups",
+    "obs.privileged_enabled",
+    "obs.history_length",
+)
+"""Config keys that shape the models; a resume names those that differ from the checkpoint's run."""
+
+
+def _config_diff(ckpt: dict, cfg) -> str:
+    from omegaconf import OmegaConf
+
+    stored = (ckpt.get("infos") or {}).get("config")
+    if not stored:
+        return ""
+    theirs = OmegaConf.create(stored)
+    diffs = []
+    for key in MODEL_KEYS:
+        a, b = OmegaConf.select(theirs, key), OmegaConf.select(cfg, key)
+        a = OmegaConf.to_container(a) if OmegaConf.is_config(a) else a
+        b = OmegaConf.to_container(b) if OmegaConf.is_config(b) else b
+        if a != b:
+            diffs.append(f"{key}: checkpoint {a!r}, this config {b!r}")
+    return (" Differing settings: " + "; ".join(diffs) + ".") if diffs else ""
+
+
+def _shape_diffs(theirs: dict, ours: dict) -> list[str]:
+    out = [
+        f"{k}: checkpoint {tuple(theirs[k].shape)}, this config {tuple(v.shape)}"
+        for k, v in ours.items()
+        if k in theirs and tuple(theirs[k].shape) != tuple(v.shape)
+    ]
+    out += [f"{k}: missing in the checkpoint" for k in ours if k not in theirs]
+    out += [f"{k}: not in this config's model" for k in theirs if k not in ours]
+    return out
+
+
+def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
+    """Everything a resume needs to fit, checked before anything is written: the policy observation
+    layout, the observation groups and widths of actor and critic, and every model tensor's shape.
+    Raises ValueError naming both sides (and the differing config keys when the checkpoint has them).
+    """
+    import copy
+
+    from rsl_rl.utils import resolve_class, resolve_obs_groups
+
+    om = env.obs_manager
+    check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
+    infos = ckpt.get("infos") or {}
+    hint = _config_diff(ckpt, cfg)
+    theirs_groups = infos.get("obs_groups")
+    ours_groups = {k: list(v) for k, v in train_cfg["obs_groups"].items()}
+    if theirs_groups is not None and {k: list(v) for k, v in theirs_groups.items()} != ours_groups:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} was trained with observation groups {theirs_groups}; this "
+            f"config uses {ours_groups}; resume with the same obs and ppo settings.{hint}"
+        )
+    theirs_widths = infos.get("group_widths")
+    if theirs_widths is not None and dict(theirs_widths) != dict(om.group_widths):
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} has observation group widths {dict(theirs_widths)}; this "
+            f"config produces {dict(om.group_widths)}; resume with the same obs settings.{hint}"
+        )
+    obs = env.get_observations()
+    groups = resolve_obs_groups(obs, copy.deepcopy(train_cfg["obs_groups"]), ["actor", "critic"])
+    diffs = []
+    for key, role, outputs in (
+        ("actor_state_dict", "actor", env.num_actions),
+        ("critic_state_dict", "critic", 1),
+    ):
+        cls, kwargs = resolve_class(train_cfg[role])
+        model = cls(obs, groups, role, outputs, **kwargs)
+        diffs += [f"{role} {d}" for d in _shape_diffs(ckpt[key], model.state_dict())]
+    if diffs:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} does not fit this config's models: "
+            + "; ".join(diffs[:6])
+            + (f" (and {len(diffs) - 6} more)" if len(diffs) > 6 else "")
+            + f". Resume with the settings it was trained with.{hint}"
         )

@@ -313,11 +313,31 @@ def _sweeper_target(*, _root_: Any) -> str:
     return SWEEPER_TARGETS[choice]
 
 
+def _path_name(key: str, value: Any) -> str:
+    """``${navexp_path_name:experiment_name,${experiment_name}}``: the value, once it is a safe name.
+
+    Hydra creates the run directory before the app runs, so a name like ``../../x`` must fail while
+    the directory path is resolved (a plain value cannot refuse itself).
+    """
+    from navexp.validation import check_path_name
+
+    check_path_name(key, value)
+    return str(value)
+
+
+def _trial_subdir(trial_number: Any, job_num: Any) -> str:
+    """``hydra.sweep.subdir``: the Optuna trial number inside a study (unique across re-runs that share a
+    sweep directory, where Hydra's job number restarts at 0), else Hydra's job number."""
+    return str(job_num if trial_number is None else trial_number)
+
+
 def register_configs() -> None:
     """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("navexp_sweeper_target", _sweeper_target, replace=True)
+    OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
+    OmegaConf.register_new_resolver("navexp_trial_subdir", _trial_subdir, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)

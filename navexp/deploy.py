@@ -26,6 +26,23 @@ ACTIVATIONS = {
 }
 
 
+def check_inputs(goal_body_xy, vel_body, omega) -> None:
+    """Raise ValueError naming the input when the goal, velocity or yaw rate is not finite or misshapen."""
+    for name, value, shape in (
+        ("goal_body_xy", goal_body_xy, (2,)),
+        ("vel_body", vel_body, (2,)),
+        ("omega", omega, ()),
+    ):
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}; got {arr.shape} ({value!r})")
+        if not np.isfinite(arr).all():
+            raise ValueError(
+                f"{name}={arr.tolist()!r} is not finite; allowed: finite numbers (NaN/inf is only "
+                f"meaningful in scan_m, where it reads max range)"
+            )
+
+
 class NumpyPolicy:
     """The exported actor (normalizer + MLP + mean action) and the observation builder."""
 
@@ -106,7 +123,12 @@ class NumpyPolicy:
         return np.concatenate(list(self.history))
 
     def command(self, scan_m, goal_body_xy, vel_body, omega) -> tuple[float, float, float]:
-        """Body-frame velocity command (forward m/s, left m/s, yaw rate rad/s) for raw sensor values."""
+        """Body-frame velocity command (forward m/s, left m/s, yaw rate rad/s) for raw sensor values.
+
+        A NaN/inf goal, velocity or yaw rate raises ValueError naming the input (the policy's output
+        would be NaN); NaN/inf scan beams keep their meaning: no return, read as max range.
+        """
+        check_inputs(goal_body_xy, vel_body, omega)
         a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega))
         self.prev_action = a
         scale = self.meta["action"]["scale"]

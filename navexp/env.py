@@ -159,8 +159,8 @@ class NavEnv(VecEnv):
         LiDAR is cast once per step, after the resets, for every world)."""
         s = self.state
         active = ~self.held
-        s.prev_action = s.action
-        s.action = self._process_actions(actions) * active.unsqueeze(-1)
+        action = self._process_actions(actions) * active.unsqueeze(-1)  # may refuse: nothing changed yet
+        s.prev_action, s.action = s.action, action
         self._write_ctrl(s.action)
         self.sim.step()
         self.faults.flag_overflow(self.sim.overflow)

@@ -1,14 +1,21 @@
 """Evaluation: N episodes on held-out layouts, auto_reset off, deterministic actions, each counted once.
 
-``python -m navexp.evaluate checkpoint=<run dir or .pt> [eval.num_episodes=...] [env=...]`` scores a
-checkpoint and writes ``eval.json`` next to it.
+``python -m navexp.evaluate checkpoint=<run dir or .pt> [eval.num_episodes=...] [env=...] [out=...]``
+scores a checkpoint. Without ``out=`` it writes ``eval_<model>_<env>_<layout seed>[_<overrides hash>].json``
+next to the checkpoint, never the run's own ``eval.json``, and refuses to replace a file that holds a
+different evaluation. Every result records the checkpoint, the overrides, the scenario file and the
+layout seed. The output location is checked before any episode runs, and the metrics are printed
+before they are written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -144,9 +151,60 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     return cfg
 
 
+def evaluation_record(cfg: DictConfig, checkpoint: str | None, overrides: list[str]) -> dict:
+    """What an evaluation ran on: the checkpoint, the overrides, the scenario file and the layout seed."""
+    from navexp.sim.scenarios import resolve_scenario_path
+
+    scen = cfg.env.get("scenarios")
+    return {
+        "checkpoint": checkpoint,
+        "overrides": list(overrides),
+        "scenario_file": str(resolve_scenario_path(str(scen)).resolve()) if scen else None,
+        "layout_seed": int(cfg.seed) + int(cfg.eval.layout_seed_offset),
+    }
+
+
+RECORD_KEYS = ("checkpoint", "overrides", "scenario_file", "layout_seed")
+
+
+def default_output(ckpt_path: str, cfg: DictConfig, overrides: list[str]) -> Path:
+    """``eval_<model>_<env>_<layout seed>[_<hash of the other overrides>].json`` next to the checkpoint."""
+    env = next((o.split("=", 1)[1] for o in overrides if o.startswith("env=")), "run")
+    if cfg.env.get("scenarios"):
+        env += "-" + Path(str(cfg.env.scenarios)).stem
+    rest = sorted(o for o in overrides if not o.startswith("env="))
+    tag = "_" + hashlib.sha1("\n".join(rest).encode()).hexdigest()[:8] if rest else ""
+    seed = int(cfg.seed) + int(cfg.eval.layout_seed_offset)
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in env)
+    ckpt = Path(ckpt_path)
+    return ckpt.parent / f"eval_{ckpt.stem}_{safe}_{seed}{tag}.json"
+
+
+def check_output(out: Path, record: dict, explicit: bool) -> None:
+    """Before any episode runs: the output's folder is writable, and a default-named file that holds a
+    different evaluation is never replaced (an ``out=`` the user gave is theirs to overwrite)."""
+    if not explicit and out.is_file():
+        try:
+            old = json.loads(out.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if any(old.get(k) != record[k] for k in RECORD_KEYS):
+            raise FileExistsError(
+                f"{out} already holds another evaluation (checkpoint {old.get('checkpoint')}, overrides "
+                f"{old.get('overrides')}); nothing was run. Pass out=<path> to write elsewhere."
+            )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=".write_probe_")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OSError(e.errno, f"out={out}: cannot write there ({e.strerror or e}); nothing was run") from e
+
+
 def main(argv: list[str] | None = None) -> dict:
     """CLI: ``checkpoint=<path>`` plus Hydra-style overrides; prints and writes eval.json."""
-    from navexp.checkpoint import check_compatible, load_checkpoint
+    from navexp.checkpoint import check_compatible, load_checkpoint, write_atomic
     from navexp.env import NavEnv
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -157,15 +215,18 @@ def main(argv: list[str] | None = None) -> dict:
     out_arg = [a.split("=", 1)[1] for a in argv if a.startswith("out=")]
     ckpt = load_checkpoint(ckpt_arg[0].split("=", 1)[1])
     cfg = load_run_config(ckpt, overrides)
+    record = evaluation_record(cfg, ckpt["_path"], overrides)
+    out = Path(out_arg[0]) if out_arg else default_output(ckpt["_path"], cfg, overrides)
+    check_output(out, record, explicit=bool(out_arg))
     env = NavEnv(eval_env_cfg(cfg))
     check_compatible(
         ckpt, env.obs_manager.layout(), env.obs_manager.group_widths, env.obs_manager.history_length
     )
     metrics = evaluate_policy(build_actor(ckpt, cfg, env), cfg, env=env)
-    metrics["checkpoint"] = ckpt["_path"]
-    out = Path(out_arg[0]) if out_arg else Path(ckpt["_path"]).parent / "eval.json"
-    out.write_text(json.dumps(metrics, indent=2))
-    print(json.dumps(metrics, indent=2))
+    metrics.update(record)
+    text = json.dumps(metrics, indent=2)
+    print(text, flush=True)  # first: a failing write below must not cost the results
+    write_atomic(out, text)
     print(f"[navexp] wrote {out}")
     return metrics
 

@@ -108,7 +108,7 @@ def save_trajectories(episodes: list[Episode], path: Path) -> None:
 def main(argv: list[str] | None = None) -> dict:
     from navexp.checkpoint import check_compatible, load_checkpoint
     from navexp.env import NavEnv
-    from navexp.evaluate import build_actor, eval_env_cfg, load_run_config
+    from navexp.evaluate import build_actor, eval_env_cfg, evaluation_record, load_run_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = {
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     policy = build_actor(ckpt, cfg, env)
     with torch.inference_mode():
         episodes, metrics = record_episodes(policy, env, episodes_n)
-    metrics["checkpoint"] = ckpt["_path"]
+    metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     files = write_plots(episodes, scene_info(env), out, int(opts.get("beam_every", 10)))
     save_trajectories(episodes, out / "trajectories.npz")

@@ -7,7 +7,7 @@ import platform
 import random
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def package_versions() -> dict[str, str | None]:
 def write_run_record(run_dir: Path, **fields) -> dict:
     """Write ``run_info.json``: seed, git revision, versions, device, command line, plus ``fields``."""
     record = {
-        "created": datetime.now(timezone.utc).isoformat(),
+        "created": datetime.now(UTC).isoformat(),
         "argv": sys.argv,
         "git_revision": git_revision(Path(__file__).resolve().parent),
         "python": sys.version.split()[0],

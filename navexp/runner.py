@@ -68,6 +68,24 @@ class NavRunner(OnPolicyRunner):
         self.last_checkpoint = ckpt.get("_path")
 
     # -- guards and reporting ---------------------------------------------------------------
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """rsl_rl's loop; a policy that diverged inside it (std < 0, NaN parameters in a
+        distribution) stops like a non-finite loss: with the iteration and the last good checkpoint."""
+        try:
+            super().learn(num_learning_iterations, init_at_random_ep_len)
+        except (RuntimeError, ValueError) as e:
+            if not is_divergence(e):
+                raise
+            raise NonFiniteLossError(
+                f"training diverged at iteration {self._current_iteration()}: {type(e).__name__}: "
+                f"{str(e).splitlines()[0][:300]}; last finite checkpoint: "
+                f"{self.last_checkpoint or 'none written yet'}"
+            ) from e
+
+    def _current_iteration(self) -> int:
+        """The iteration in progress (rsl_rl sets current_learning_iteration only after an update)."""
+        return self.current_learning_iteration if self._last_logged_it is None else self._last_logged_it + 1
+
     def _guard_update(self) -> None:
         update = self.alg.update
 
@@ -155,6 +173,20 @@ class NavRunner(OnPolicyRunner):
 
     def checkpoint_path(self) -> str:
         return os.path.join(str(self.logger.log_dir), f"model_{self.current_learning_iteration}.pt")
+
+
+DIVERGENCE_PATTERNS = (
+    "std >= 0",  # torch.normal: "normal expects all elements of std >= 0.0"
+    "to satisfy the constraint",  # torch.distributions argument validation (NaN loc/scale)
+    "found invalid values",  # the same validation's message for NaN inputs
+)
+"""Errors raised inside rsl_rl/torch when the policy's parameters or outputs are no longer finite."""
+
+
+def is_divergence(e: BaseException) -> bool:
+    """Whether an error from the learning loop means the policy diverged (not a bug or a config error)."""
+    msg = str(e)
+    return any(p in msg for p in DIVERGENCE_PATTERNS)
 
 
 def latest_checkpoint_in(run_dir: Path) -> Path | None:

@@ -188,13 +188,22 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
     return out
 
 
+def report_dir(url: str, study_name: str, fallback: Path) -> Path:
+    """Where a study's report goes: next to its sqlite file (``<db dir>/<name>/``), else ``fallback``."""
+    from navexp.validation import check_path_name
+
+    check_path_name("sweep.study_name", study_name)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        return Path(url[len("sqlite:///") :]).parent / study_name
+    return fallback
+
+
 def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     p = Path(target)
     if p.is_dir() and (p / "study.json").is_file():
         info = json.loads((p / "study.json").read_text())
         url, name = info["storage"], study_name or info["study_name"]
-        out = Path(url[len("sqlite:///") :]).parent / name if url.startswith("sqlite:///") else p / "report"
-        return url, name, out
+        return url, name, report_dir(url, name, p / "report")
     if p.is_file() and p.suffix == ".db":
         url = f"sqlite:///{p.resolve()}"
     elif "://" in target:
@@ -210,7 +219,7 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
                 f"{target} holds studies {names}; name one: python -m navexp.sweep_report {target} NAME"
             )
         study_name = names[0]
-    return url, study_name, p.parent / study_name if p.is_file() else Path("outputs/studies") / study_name
+    return url, study_name, report_dir(url, study_name, Path("outputs/studies") / study_name)
 
 
 def main(argv: list[str] | None = None) -> Path:

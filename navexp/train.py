@@ -16,6 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from navexp.config import register_configs
+from navexp.rundir import claim_run_dir, releases_run_dirs
+from navexp.validation import validate_env_cfg, validate_run_cfg
 
 register_configs()
 
@@ -53,13 +55,15 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@releases_run_dirs
 def run(
     cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quiet: bool = False
 ) -> float | list[float]:
     """Train, evaluate and return the objective: the evaluation success rate (or the values of
     ``sweep.objectives`` when a study asks for several)."""
-    from navexp.checkpoint import check_compatible, load_checkpoint
+    from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
     from navexp.env import NavEnv
+    from navexp.evaluate import evaluation_record
     from navexp.presets import apply_size_preset, resolve_size
     from navexp.repro import seed_everything, write_run_record
     from navexp.rl_cfg import build_train_cfg
@@ -67,9 +71,11 @@ def run(
     from navexp.sim import resolve_device
     from navexp.sweep.trial import objective, pruning_callback, record_metrics
 
+    validate_env_cfg(cfg.env)  # env.device=cuda without CUDA fails here, before a preset is picked
     device = resolve_device(str(cfg.env.device))
     size = resolve_size(str(cfg.size), device)
     applied = apply_size_preset(cfg, size, list(overrides or []))
+    validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names, with the preset applied
     print(
         f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
         f"(override any of these on the command line, or size=none to keep the composed values)"
@@ -81,6 +87,7 @@ def run(
         info = run_dir / "run_info.json"
         wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
         print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {run_dir}")
+    claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
     seed_everything(int(cfg.seed))
     env = NavEnv(cfg)
     print(
@@ -88,11 +95,10 @@ def run(
         f"auto = warp on CUDA, classic mujoco on the CPU)"
     )
     om = env.obs_manager
-    if ckpt is not None:
-        check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
     train_cfg = build_train_cfg(cfg)
+    if ckpt is not None:
+        check_resume(ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
     train_cfg["logger"] = _logger_cfg(cfg, run_dir, wandb_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     infos = {
         "obs_layout": om.layout(),
@@ -137,13 +143,13 @@ def run(
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
         metrics, figures = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
-        metrics["checkpoint"] = runner.last_checkpoint
-        (run_dir / "eval.json").write_text(json.dumps(metrics, indent=2))
+        metrics.update(evaluation_record(cfg, runner.last_checkpoint, list(overrides or [])))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
             f"success {metrics['success_rate']:.1%}, collision {metrics['collision_rate']:.1%}, "
             f"timeout {metrics['timeout_rate']:.1%} -> {run_dir}/eval.json"
         )
+        write_atomic(run_dir / "eval.json", json.dumps(metrics, indent=2))
         _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures)
         record_metrics(cfg, metrics, str(run_dir))
     if hasattr(writer, "finish"):
@@ -178,8 +184,12 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -
         return
     for tag, fig in figures.items():
         writer.add_figure(tag, fig, it)  # closes the figure
+    from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
+
     scalars = {
-        f"Eval/{k}": float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and v is not None
+        f"Eval/{k}": float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and v is not None and k not in RECORD_KEYS
     }
     for tag, value in scalars.items():
         writer.add_scalar(tag, value, it)

@@ -1,8 +1,19 @@
-"""Checks of the env config that a schema cannot express; they run before any simulation is built."""
+"""Checks of the config that a schema cannot express; they run before anything is built or written.
+
+``validate_env_cfg`` guards the env group (NavEnv calls it first); ``validate_run_cfg`` guards what
+``python -m navexp.train`` adds on top: PPO batch sizes, iteration counts and the values that form
+paths (``experiment_name``, ``sweep.study_name``).
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.=+,@-]+")
 
 
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
@@ -29,6 +40,7 @@ def validate_env_cfg(cfg: Any) -> None:
         dev,
         "auto | cpu | cuda | cuda:N",
     )
+    _check_cuda(dev)
     room, obst, robot, lidar, sim = cfg.room, cfg.obstacles, cfg.robot, cfg.lidar, cfg.sim
     for key in ("size_x_m", "size_y_m", "wall_thickness_m", "wall_height_m"):
         _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
@@ -107,3 +119,72 @@ def validate_env_cfg(cfg: Any) -> None:
         cfg.check_every,
         "null (once per PPO rollout) or an integer >= 1",
     )
+    if cfg.get("scenarios"):
+        check_scenario_file(str(cfg.scenarios))
+
+
+def _check_cuda(device: str) -> None:
+    """A CUDA device on a machine without CUDA fails here, before a preset or a buffer is chosen."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"env config: device={device!r} but CUDA is not available on this machine; "
+            f"allowed here: auto | cpu"
+        )
+
+
+def check_scenario_file(name_or_path: str) -> None:
+    """Parse a scenario YAML; a syntax error names the file, line and column (not ``<unicode string>``)."""
+    from navexp.sim.scenarios import resolve_scenario_path
+
+    file = resolve_scenario_path(name_or_path)
+    try:
+        with open(file) as f:
+            yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
+        problem = getattr(e, "problem", None) or str(e)
+        raise ValueError(
+            f"env.scenarios={name_or_path!r}: {file} is not valid YAML at {where}: {problem}"
+        ) from None
+
+
+def check_path_name(key: str, value: Any) -> None:
+    """Refuse a value that becomes a directory or file name but could escape it (separators, ``..``)."""
+    text = str(value)
+    if text in ("", ".", "..") or not _SAFE_NAME.fullmatch(text) or ".." in Path(text).parts:
+        raise ValueError(
+            f"{key}={text!r} is invalid: it forms a directory or file name, so it must stay inside "
+            f"its parent (no path separators, no '..'); allowed: a non-empty name of letters, digits "
+            f"and _ . = + , @ - (not '.' or '..')"
+        )
+
+
+def validate_run_cfg(cfg: Any) -> None:
+    """Raise ValueError for a training config that would fail (or mislead) only after it starts.
+
+    Runs after the size preset is applied, before the env, the runner or any file is created.
+    """
+    validate_env_cfg(cfg.env)
+    ppo = cfg.ppo
+    for key in ("max_iterations", "num_steps_per_env", "num_learning_epochs", "save_interval"):
+        value = ppo[key]
+        _check_ppo(value >= 1, key, value, "an integer >= 1")
+    batch = int(cfg.env.num_envs) * int(ppo.num_steps_per_env)
+    _check_ppo(
+        1 <= ppo.num_mini_batches <= batch,
+        "num_mini_batches",
+        ppo.num_mini_batches,
+        f"1 <= value <= env.num_envs * ppo.num_steps_per_env = {cfg.env.num_envs} * "
+        f"{ppo.num_steps_per_env} = {batch} (each mini-batch needs at least one transition)",
+    )
+    check_path_name("experiment_name", cfg.experiment_name)
+    if cfg.sweep.study_name is not None:
+        check_path_name("sweep.study_name", cfg.sweep.study_name)
+
+
+def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"ppo config: ppo.{key}={value!r} is invalid; allowed: {allowed}")

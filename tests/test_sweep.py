@@ -66,7 +66,7 @@ def test_default_study_runs_reports_and_continues(tmp_path):
     for t in trials:  # each trial is a full run with its own directory and evaluation
         ev = json.loads((Path(t.user_attrs["run_dir"]) / "eval.json").read_text())
         assert ev["success_rate"] == t.value == t.user_attrs["success_rate"]
-    report = tmp_path / "outputs" / "studies" / "unit"
+    report = tmp_path / "unit"  # next to its storage, tmp_path/study.db
     assert (report / "report.md").is_file() and (report / "optimization_history.png").stat().st_size > 1000
     assert (report / "param_vs_success.png").is_file()
     assert json.loads((report / "summary.json").read_text())["trial_states"]["COMPLETE"] == 3
@@ -152,7 +152,7 @@ def test_multi_objective_and_pruning_reports(tmp_path):
     study = load(tmp_path)
     assert len(study.directions) == 2 and all(len(t.values) == 2 for t in study.trials)
     assert all(t.values[1] == 1.0 for t in study.trials if t.values[0] == 0.0)  # no success: worst time = 1 s
-    summary = json.loads((tmp_path / "outputs" / "studies" / "unit" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "unit" / "summary.json").read_text())
     assert summary["pareto_front"]
     tmp2 = tmp_path / "pruning"
     tmp2.mkdir()

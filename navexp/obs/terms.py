@@ -6,7 +6,7 @@ form group ``privileged``. The group follows from the provenance given here, nev
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import torch
 
@@ -14,7 +14,7 @@ from navexp.registry import Registry
 from navexp.state import NavState, check_reads
 
 
-class Provenance(str, Enum):
+class Provenance(StrEnum):
     DEPLOYABLE = "deployable"
     SIM_ONLY = "sim_only"
 

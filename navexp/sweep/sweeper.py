@@ -47,10 +47,12 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
     """(study name, storage URL, report directory) of a config's study."""
     sw = cfg.sweep
+    from navexp.sweep_report import report_dir
+
     name = sw.study_name or f"{cfg.experiment_name}_{Path(str(sw.space)).stem}"
     root = Path("outputs/studies").resolve()
     url = sw.storage or f"sqlite:///{root / (name + '.db')}"
-    return name, url, root / name
+    return name, url, report_dir(url, name, root / name)  # report_dir refuses a name with '/' or '..'
 
 
 class _Heartbeat:
