@@ -84,8 +84,10 @@ class NavEnv(VecEnv):
         """Control steps between fault checks (the step path's one host sync)."""
         self.generator = torch.Generator(device=dev)
         # Reset layouts come from a device-side pool topped up at the fault checks: it must hold the
-        # most resets possible until the next check (every world, every step).
-        self.layout_pool = LayoutPool(self.layout_spec, n * self.check_every, self.generator, dev)
+        # most resets possible until the next check (every world, every step; without auto-reset only
+        # reset() takes layouts, and it checks right after).
+        reserve = n * self.check_every if env_cfg.auto_reset else n
+        self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
         self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
