@@ -252,7 +252,11 @@ class SweepCfg:
     objectives: list[str] = field(default_factory=lambda: ["success_rate"])
     """success_rate (maximize); two or more -> multi-objective, e.g. [success_rate, mean_time_to_goal_s]."""
     heartbeat_interval_s: int = 30
-    """Running trials beat this often; a re-run marks trials silent for 2 intervals as failed."""
+    """Running trials beat this often; a worker that finds a trial silent for 2 intervals marks it FAIL
+    (``fail_reason`` "worker stopped: ...") and runs its parameters again."""
+    devices: Any = "auto"
+    """Devices the trials of a parallel batch rotate over (round-robin): auto (every GPU when env.device
+    is CUDA; the CPU stays the CPU), none (keep env.device), or a list such as [0,1] / [cuda:0,cuda:2]."""
     trial_overrides_cpu: list[str] = field(
         default_factory=lambda: [
             "env.num_envs=128",
