@@ -40,7 +40,11 @@ def derived_seed(sampler_seed: int, trial_number: int) -> int:
 
 def reseed_sampler(sampler: optuna.samplers.BaseSampler, seed: int) -> None:
     """Seed every random source of an optuna 2.10 sampler (TPE, MOTPE, random, CMA-ES, grid)."""
-    for obj in (sampler, getattr(sampler, "_random_sampler", None), getattr(sampler, "_independent_sampler", None)):
+    for obj in (
+        sampler,
+        getattr(sampler, "_random_sampler", None),
+        getattr(sampler, "_independent_sampler", None),
+    ):
         if obj is not None and hasattr(obj, "_rng"):
             obj._rng = np.random.RandomState(seed)
     if hasattr(sampler, "_cma_rng"):
@@ -173,7 +177,9 @@ def sweep_devices(spec: Any, env_device: str, gpu_count: int) -> list[str]:
             continue
         index = name.removeprefix("cuda:")
         if not name.startswith("cuda:") or not index.isdigit():
-            raise ValueError(f"sweep.devices entry {d!r} is invalid; allowed: cpu, a GPU index or cuda:<index>")
+            raise ValueError(
+                f"sweep.devices entry {d!r} is invalid; allowed: cpu, a GPU index or cuda:<index>"
+            )
         if int(index) >= gpu_count:
             raise ValueError(
                 f"sweep.devices entry {d!r}: this machine has {gpu_count} GPU(s), valid indices "
