@@ -221,11 +221,28 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             self.n_trials = min(self.n_trials, math.prod(len(v) for v in grid.values()))
 
     def _storage(self) -> optuna.storages.RDBStorage:
+        """The study's storage, with heartbeats on; workers starting together on an empty database
+        race to create its tables, so a loser of that race retries."""
+        from sqlalchemy.exc import IntegrityError, ProgrammingError
+
         if self.storage_url.startswith("sqlite:///"):
             Path(self.storage_url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.RDBStorage(
-            self.storage_url, heartbeat_interval=self.heartbeat_s, grace_period=self.grace_s
-        )
+        for attempt in range(5):
+            try:
+                return optuna.storages.RDBStorage(
+                    self.storage_url, heartbeat_interval=self.heartbeat_s, grace_period=self.grace_s
+                )
+            except (IntegrityError, ProgrammingError) as e:  # e.g. pg_type "studies" already exists
+                if attempt == 4:
+                    raise
+                log.info(f"storage tables being created by another worker ({type(e).__name__}); retrying")
+                time.sleep(1.0 + attempt)
+            except ImportError as e:
+                raise ImportError(
+                    f"sweep.storage={self.storage_url!r} needs a database driver that is not installed "
+                    f"({e}); for PostgreSQL: pip install -e '.[postgres]' (psycopg2-binary)"
+                ) from e
+        raise AssertionError("unreachable")
 
     def _trial_extras(
         self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None

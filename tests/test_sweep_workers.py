@@ -1,0 +1,200 @@
+"""Many workers on one study (sqlite, PostgreSQL): distinct parameters, distinct run directories, and
+trials of a killed worker re-run without touching finished ones. Real sweeper subprocesses, tiny trials."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from conftest import TINY_TRAIN
+from optuna.trial import TrialState
+
+from navexp.sweep.parallel import (
+    WORKER_STOPPED,
+    assign_devices,
+    counts_as_finished,
+    derived_seed,
+    sweep_devices,
+)
+
+# 1 PPO iteration, 4 held-out episodes: a trial takes a few seconds on 2 cores.
+TINY = [o for o in TINY_TRAIN if not o.startswith("ppo.max_iterations")]
+TINY += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0"]
+# The README's command-line forms: a search-space entry replaced (clip range 0.12-0.28 instead of
+# 0.1-0.3) and two entries fixed, so clip_param is the whole space of these studies.
+SPACE = [
+    "sweep.space=ppo_trust_region",
+    "ppo.clip_param=interval(0.12,0.28)",
+    "ppo.desired_kl=0.01",
+    "ppo.learning_rate=0.0003",
+]
+
+
+def sweep_cmd(tmp_path: Path, storage: str, study: str, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "navexp.train",
+        "-m",
+        "hydra/sweeper=optuna",
+        *TINY,
+        *SPACE,
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        f"sweep.storage={storage}",
+        f"sweep.study_name={study}",
+        *args,
+    ]
+
+
+def start(tmp_path: Path, storage: str, study: str, *args: str, log: str = "worker") -> subprocess.Popen:
+    """A sweeper process in its own process group, output in tmp_path/<log>.log."""
+    out = open(tmp_path / f"{log}.log", "w")  # noqa: SIM115 - closed with the process
+    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "1"}
+    return subprocess.Popen(
+        sweep_cmd(tmp_path, storage, study, *args),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def wait_ok(proc: subprocess.Popen, tmp_path: Path, log: str = "worker") -> str:
+    rc = proc.wait(timeout=600)
+    text = (tmp_path / f"{log}.log").read_text()
+    assert rc == 0, text[-5000:]
+    return text
+
+
+def postgres_url() -> str:
+    """NAVEXP_TEST_POSTGRES_URL (e.g. from `bash .ci/postgres.sh`), or skip with the reason."""
+    url = os.environ.get("NAVEXP_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("NAVEXP_TEST_POSTGRES_URL is not set (start a server with `bash .ci/postgres.sh`)")
+    try:
+        import sqlalchemy
+
+        sqlalchemy.create_engine(url, connect_args={"connect_timeout": 5}).connect().close()
+    except Exception as e:
+        pytest.skip(f"PostgreSQL at {url} is not reachable: {type(e).__name__}: {str(e)[:200]}")
+    return url
+
+
+def two_workers(tmp_path: Path, storage: str, study: str) -> optuna.Study:
+    """Two sweeper processes started together on one study of 4 trials; both must exit 0."""
+    procs = [start(tmp_path, storage, study, "sweep.n_trials=4", log=f"w{i}") for i in range(2)]
+    try:
+        for i, p in enumerate(procs):
+            wait_ok(p, tmp_path, f"w{i}")
+    finally:  # a failed worker must not leave the other one running into later tests
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    return optuna.load_study(study_name=study, storage=storage)
+
+
+def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
+    """4 COMPLETE trials, pairwise distinct parameters, each in its own <sweep dir>/trial_<n>."""
+    trials = study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    clips = [t.params["ppo.clip_param"] for t in trials]
+    assert len(set(clips)) == 4 and all(0.12 <= c <= 0.28 for c in clips)
+    dirs = [Path(t.user_attrs["run_dir"]) for t in trials]
+    assert dirs == [tmp_path / "sweep" / f"trial_{t.number}" for t in trials]
+    for t, d in zip(trials, dirs, strict=True):  # each run's config holds its own sampled value
+        assert f"clip_param: {t.params['ppo.clip_param']}" in (d / "config.yaml").read_text()
+        assert (d / "eval.json").is_file()
+
+
+def test_two_workers_on_one_sqlite_study(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    check_shared_study(two_workers(tmp_path, storage, "unit"), tmp_path)
+
+
+def test_two_workers_on_one_postgres_study(tmp_path):
+    url = postgres_url()
+    study = f"unit_{uuid.uuid4().hex[:8]}"
+    check_shared_study(two_workers(tmp_path, url, study), tmp_path)
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under root."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_killed_worker_trial_fails_with_reason_and_is_rerun(tmp_path):
+    """kill -9 during trial 1; the re-run fails it ("worker stopped ..."), runs its parameters again as
+    trial 2 in a new directory, and leaves trial 0's files byte-identical: 2 COMPLETE, 1 FAIL."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    args = ("sweep.n_trials=2", "sweep.heartbeat_interval_s=1")
+    proc = start(tmp_path, storage, "unit", *args, log="killed")
+    log = tmp_path / "killed.log"
+    try:
+        while "trial 1: run dir" not in log.read_text():  # trial 0 is done, trial 1 has started
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the worker and its trial
+        proc.wait()
+    before = tree_hashes(tmp_path / "sweep" / "trial_0")
+    assert "eval.json" in before and any(k.endswith(".pt") for k in before)
+
+    wait_ok(start(tmp_path, storage, "unit", *args, log="rerun"), tmp_path, "rerun")
+    trials = optuna.load_study(study_name="unit", storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    killed = trials[1]
+    assert killed.user_attrs["fail_reason"].startswith("worker stopped: no heartbeat since ")
+    assert WORKER_STOPPED in killed.system_attrs and not counts_as_finished(killed)
+    assert trials[2].params == killed.params != trials[0].params
+    assert trials[2].user_attrs["run_dir"] == str(tmp_path / "sweep" / "trial_2")
+    assert tree_hashes(tmp_path / "sweep" / "trial_0") == before
+
+
+def test_device_assignment_is_round_robin():
+    """4 parallel trials on 2 GPUs: cuda:0, cuda:1, cuda:0, cuda:1; on the CPU every trial stays cpu."""
+    gpus = sweep_devices("auto", "cuda:0", gpu_count=2)
+    assert gpus == ["cuda:0", "cuda:1"]
+    assert assign_devices(4, gpus) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert assign_devices(3, sweep_devices("auto", "cpu", gpu_count=0)) == ["cpu"] * 3
+    assert assign_devices(2, sweep_devices("none", "cuda:0", gpu_count=2)) == [None, None]
+    listed = sweep_devices([2, "cuda:0"], "cuda:0", gpu_count=3)
+    assert assign_devices(3, listed) == ["cuda:2", "cuda:0", "cuda:2"]
+    with pytest.raises(ValueError, match=r"sweep.devices='gpus' is invalid; allowed: auto \| none"):
+        sweep_devices("gpus", "cuda:0", gpu_count=2)
+    with pytest.raises(ValueError, match=r"entry 3: this machine has 2 GPU\(s\), valid indices \[0, 1\]"):
+        sweep_devices([0, 3], "cuda:0", gpu_count=2)
+
+
+def test_trial_seeds_are_reproducible_and_distinct_per_trial():
+    """The seed depends only on (sampler_seed, trial number): same inputs, same seed; other numbers differ."""
+    assert derived_seed(0, 5) == derived_seed(0, 5)
+    seeds = {derived_seed(0, n) for n in range(100)} | {derived_seed(1, n) for n in range(100)}
+    assert len(seeds) == 200 and all(0 <= s < 2**32 for s in seeds)
+
+
+def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
+    """A study with trials COMPLETE, RUNNING and WAITING (workers still busy): counts per state."""
+    from navexp import sweep_report
+
+    storage = f"sqlite:///{tmp_path}/live.db"
+    study = optuna.create_study(study_name="live", storage=storage, direction="maximize")
+    for value in (0.25, 0.5):
+        t = study.ask()
+        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        study.tell(t, value)
+    study.ask().suggest_float("ppo.clip_param", 0.1, 0.3)  # left RUNNING
+    study.enqueue_trial({"ppo.clip_param": 0.2})  # WAITING
+    out = sweep_report.main([str(tmp_path / "live.db"), "--out", str(tmp_path / "rep")])
+    assert "study live: RUNNING 1, COMPLETE 2, WAITING 1" in capsys.readouterr().out
+    assert "| 2 | RUNNING |" in (out / "trials.md").read_text()
