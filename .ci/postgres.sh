@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# Start a throwaway PostgreSQL server on 127.0.0.1 as an unprivileged user and print its URL.
-#   bash .ci/postgres.sh [port]   ->  postgresql://navexp@127.0.0.1:<port>/navexp
-# Needs the distribution's postgresql package (apt-get install -y postgresql). Run as root (the
-# server itself runs as the `postgres` user) or as any user that can run initdb/pg_ctl.
-# Stop it with: pg_ctl -D <data dir> stop (the data dir is printed on stderr).
+# A throwaway PostgreSQL server on 127.0.0.1 for trying or testing sweeps on PostgreSQL.
+#   bash .ci/postgres.sh [PORT] [DATA_DIR]   start one; prints postgresql://navexp@127.0.0.1:PORT/navexp
+#   bash .ci/postgres.sh stop DATA_DIR       stop it
+# PORT defaults to a free port, DATA_DIR to a new /tmp/navexp-pg.* folder (printed on stderr). Needs
+# the distribution's server package (apt-get install -y postgresql). As root, the server runs as the
+# unprivileged `postgres` user; otherwise as the calling user. Trust authentication, 127.0.0.1 only.
 set -euo pipefail
-port="${1:-55432}"
 bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
-[[ -x "$bin/initdb" ]] || { echo "no PostgreSQL server found: apt-get install -y postgresql" >&2; exit 1; }
-data="$(mktemp -d /tmp/navexp-pg.XXXXXX)"
+[[ -n "$bin" && -x "$bin/initdb" ]] || { echo "no PostgreSQL server found: apt-get install -y postgresql" >&2; exit 1; }
 as=()
-if [[ "$(id -u)" == 0 ]]; then
-  chown postgres: "$data"
-  as=(runuser -u postgres --)
+[[ "$(id -u)" == 0 ]] && as=(runuser -u postgres --)
+if [[ "${1:-}" == stop ]]; then
+  exec "${as[@]}" "$bin/pg_ctl" -D "$2" stop -m fast
 fi
+port="${1:-}"
+[[ -n "$port" ]] || port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+data="${2:-$(mktemp -d /tmp/navexp-pg.XXXXXX)}"
+mkdir -p "$data"
+[[ "$(id -u)" == 0 ]] && chown postgres: "$data"
 "${as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >/dev/null
 "${as[@]}" "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
   -o "-c listen_addresses=127.0.0.1 -p $port -k $data" start >/dev/null
 "${as[@]}" "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -q \
   -c "CREATE ROLE navexp LOGIN" -c "CREATE DATABASE navexp OWNER navexp"
-echo "PostgreSQL data dir: $data (stop: ${as[*]} $bin/pg_ctl -D $data stop)" >&2
+echo "PostgreSQL data dir: $data (stop: bash .ci/postgres.sh stop $data)" >&2
 echo "postgresql://navexp@127.0.0.1:$port/navexp"

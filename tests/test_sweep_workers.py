@@ -198,3 +198,41 @@ def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
     out = sweep_report.main([str(tmp_path / "live.db"), "--out", str(tmp_path / "rep")])
     assert "study live: RUNNING 1, COMPLETE 2, WAITING 1" in capsys.readouterr().out
     assert "| 2 | RUNNING |" in (out / "trials.md").read_text()
+
+
+def readme_sweep_commands() -> list[list[str]]:
+    """The overrides of every `python -m navexp.train -m ...` line in the README's Sweeps section."""
+    import re
+    import shlex
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text[text.index("## Sweeps (Optuna)") : text.index("## Simulator backends")]
+    section = re.sub(r"\\\n\s*", " ", section)  # join continued lines
+    lines = [ln.split("#")[0] for ln in section.splitlines() if "python -m navexp.train -m" in ln]
+    return [shlex.split(ln.strip().strip("`"))[4:] for ln in lines]
+
+
+def test_readme_sweep_commands_are_what_hydra_accepts():
+    """Every README sweep command parses with Hydra's override grammar, its search-space entries become
+    Optuna distributions, and its config keys exist (the command-line forms the README promises)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+    from optuna.distributions import CategoricalDistribution, LogUniformDistribution, UniformDistribution
+
+    from navexp import compose_config
+    from navexp.sweep.space import check_keys
+
+    commands = readme_sweep_commands()
+    assert len(commands) == 10
+    parser = OverridesParser.create()
+    cfg = compose_config([])
+    distributions = {}
+    for args in commands:
+        parser.parse_overrides(args)  # raises on anything Hydra's command line would reject
+        task = [a for a in args if not a.startswith(("hydra.", "hydra/"))]
+        dist, fixed = create_params_from_overrides(task)
+        distributions.update(dist)
+        check_keys([*dist, *fixed], cfg, "README")
+    assert distributions["ppo.clip_param"] == UniformDistribution(0.12, 0.28)
+    assert distributions["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
+    assert distributions["ppo.desired_kl"] == LogUniformDistribution(0.002, 0.05)
