@@ -236,3 +236,21 @@ def test_readme_sweep_commands_are_what_hydra_accepts():
     assert distributions["ppo.clip_param"] == UniformDistribution(0.12, 0.28)
     assert distributions["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
     assert distributions["ppo.desired_kl"] == LogUniformDistribution(0.002, 0.05)
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_a_batch_in_parallel_processes(tmp_path):
+    """hydra/launcher=submitit_local with sweep.n_jobs=2: both trials run as submitit jobs, COMPLETE,
+    in <sweep dir>/trial_0 and trial_1 (slow: each job starts a fresh Python, ~1-2 min on 2 cores)."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    proc = start(
+        tmp_path, storage, "unit", "hydra/launcher=submitit_local", "sweep.n_jobs=2", "sweep.n_trials=2"
+    )
+    text = wait_ok(proc, tmp_path)
+    assert "Submitit 'local' sweep output dir" in text
+    trials = optuna.load_study(study_name="unit", storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    assert [t.user_attrs["run_dir"] for t in trials] == [
+        str(tmp_path / "sweep" / f"trial_{i}") for i in (0, 1)
+    ]
+    assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
