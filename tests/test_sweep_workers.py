@@ -254,3 +254,33 @@ def test_submitit_local_launcher_runs_a_batch_in_parallel_processes(tmp_path):
         str(tmp_path / "sweep" / f"trial_{i}") for i in (0, 1)
     ]
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
+
+
+def test_ask_is_reproducible_alone_and_distinct_across_workers(tmp_path):
+    """parallel.ask on real optuna studies with TPE (constant liar), 5 trials each:
+    - two studies with the same sampler_seed, one worker each, draw the same 5 values;
+    - two workers (own sampler, same seed) alternating on one study draw 5 distinct values."""
+    from optuna.distributions import UniformDistribution
+
+    from navexp.sweep.parallel import ask
+
+    dist = UniformDistribution(0.1, 0.3)
+
+    def run(studies: list[optuna.Study], n: int) -> list[float]:
+        values = []
+        for i in range(n):
+            trial = ask(studies[i % len(studies)], sampler_seed=0)
+            x = trial._suggest("x", dist)
+            studies[0].tell(trial, -((x - 0.2) ** 2))
+            values.append(x)
+        return values
+
+    def study(name: str) -> optuna.Study:
+        sampler = optuna.samplers.TPESampler(seed=0, constant_liar=True, n_startup_trials=2)
+        storage = f"sqlite:///{tmp_path}/s.db"
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, load_if_exists=True)
+
+    assert run([study("a")], 5) == run([study("b")], 5)
+    shared = run([study("c"), study("c")], 5)
+    assert len(set(shared)) == 5
+    assert shared == run([study("d")], 5)  # trial numbers, not workers, pick the seeds
