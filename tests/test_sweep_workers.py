@@ -90,8 +90,8 @@ def postgres_url() -> str:
 
 
 def two_workers(tmp_path: Path, storage: str, study: str) -> optuna.Study:
-    """Two sweeper processes started together on one study of 4 trials; both must exit 0."""
-    procs = [start(tmp_path, storage, study, "sweep.n_trials=4", log=f"w{i}") for i in range(2)]
+    """Two sweeper processes started together on one study of 3 trials; both must exit 0."""
+    procs = [start(tmp_path, storage, study, "sweep.n_trials=3", log=f"w{i}") for i in range(2)]
     try:
         for i, p in enumerate(procs):
             wait_ok(p, tmp_path, f"w{i}")
@@ -104,11 +104,11 @@ def two_workers(tmp_path: Path, storage: str, study: str) -> optuna.Study:
 
 
 def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
-    """4 COMPLETE trials, pairwise distinct parameters, each in its own <sweep dir>/trial_<n>."""
+    """3 COMPLETE trials, pairwise distinct parameters, each in its own <sweep dir>/trial_<n>."""
     trials = study.trials
-    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     clips = [t.params["ppo.clip_param"] for t in trials]
-    assert len(set(clips)) == 4 and all(0.12 <= c <= 0.28 for c in clips)
+    assert len(set(clips)) == 3 and all(0.12 <= c <= 0.28 for c in clips)
     dirs = [Path(t.user_attrs["run_dir"]) for t in trials]
     assert dirs == [tmp_path / "sweep" / f"trial_{t.number}" for t in trials]
     for t, d in zip(trials, dirs, strict=True):  # each run's config holds its own sampled value
@@ -284,3 +284,41 @@ def test_ask_is_reproducible_alone_and_distinct_across_workers(tmp_path):
     shared = run([study("c"), study("c")], 5)
     assert len(set(shared)) == 5
     assert shared == run([study("d")], 5)  # trial numbers, not workers, pick the seeds
+
+
+def test_a_stale_trial_is_failed_and_enqueued_by_exactly_one_worker(tmp_path):
+    """Two workers see the same stale trial: the state changes once, its parameters are enqueued once
+    (a WAITING trial with the same value), and the failed trial no longer counts as finished."""
+    from navexp.sweep.parallel import _claim_failure, fail_stale_trials
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
+    trial = optuna.create_study(study_name="s", storage=storage).ask()  # the worker that stops
+    trial.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(trial._trial_id)
+    study = optuna.load_study(study_name="s", storage=storage)  # a live worker
+    # grace -1 s: every heartbeat counts as expired, no waiting in the test
+    assert [n for n, _ in fail_stale_trials(study, storage, grace_s=-1)] == [0]
+    assert fail_stale_trials(study, storage, grace_s=-1) == []  # the second worker finds nothing
+    assert not _claim_failure(storage, trial._trial_id)  # a racing second claim does not hit
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert trials[1].system_attrs["fixed_params"] == {"x": trials[0].params["x"]}
+    assert not counts_as_finished(trials[0])
+
+
+def test_a_late_result_does_not_overwrite_another_workers_verdict(tmp_path):
+    """A worker whose heartbeats stalled tells its result after another worker failed the trial: the
+    sweeper logs and keeps FAIL (its parameters were enqueued again) instead of crashing."""
+    from navexp.sweep.parallel import fail_stale_trials
+    from navexp.sweep.sweeper import NavOptunaSweeperImpl
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
+    slow = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    trial = slow.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(trial._trial_id)
+    fail_stale_trials(optuna.load_study(study_name="s", storage=storage), storage, grace_s=-1)
+    sweeper = object.__new__(NavOptunaSweeperImpl)  # only _safe_tell's state: the storage
+    sweeper._rdb = storage
+    sweeper._safe_tell(slow, trial, values=[0.5])
+    assert storage.get_trial(trial._trial_id).state == TrialState.FAIL

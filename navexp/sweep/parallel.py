@@ -104,27 +104,48 @@ def stale_trials(storage: optuna.storages.RDBStorage, study_id: int, grace_s: fl
     return out
 
 
+def _claim_failure(storage: optuna.storages.RDBStorage, trial_id: int) -> bool:
+    """Set a RUNNING trial to FAIL in one conditional UPDATE; True for the one worker whose UPDATE hit.
+
+    ``RDBStorage.set_trial_state`` reads then writes, and on sqlite two workers can both pass the read,
+    so both would enqueue the parameters again; ``UPDATE ... WHERE state = RUNNING`` is atomic.
+    """
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    model = models.TrialModel
+    with _create_scoped_session(storage.scoped_session) as session:
+        hit = (
+            session.query(model)
+            .filter(model.trial_id == trial_id, model.state == TrialState.RUNNING)
+            .update(
+                {model.state: TrialState.FAIL, model.datetime_complete: datetime.now()},
+                synchronize_session=False,
+            )
+        )
+    return hit == 1
+
+
 def fail_stale_trials(
     study: optuna.Study, storage: optuna.storages.RDBStorage, grace_s: float
 ) -> list[tuple[int, dict]]:
     """Mark trials of stopped workers FAIL with a ``fail_reason`` and enqueue their parameters again.
 
-    Returns (trial number, parameters enqueued) for each trial this worker failed. When two workers
-    find the same stale trial, the storage lets only one change its state (the other gets a
-    RuntimeError for a finished trial), and only that one enqueues the parameters.
+    Returns (trial number, parameters enqueued) for each trial this worker failed. When several workers
+    find the same stale trial, exactly one changes its state (see ``_claim_failure``) and enqueues.
     """
     failed = []
     for trial_id, since in stale_trials(storage, study._study_id, grace_s):
         reason = f"worker stopped: no heartbeat since {since}"
-        try:
-            study._storage.set_trial_user_attr(trial_id, "fail_reason", reason)
-            study._storage.set_trial_system_attr(trial_id, "fail_reason", reason)
-            study._storage.set_trial_system_attr(trial_id, WORKER_STOPPED, since)
-            if not study._storage.set_trial_state(trial_id, TrialState.FAIL):
-                continue
+        try:  # attributes first: a finished trial takes none (both workers write the same values)
+            storage.set_trial_user_attr(trial_id, "fail_reason", reason)
+            storage.set_trial_system_attr(trial_id, "fail_reason", reason)
+            storage.set_trial_system_attr(trial_id, WORKER_STOPPED, since)
         except RuntimeError:  # finished meanwhile: another worker failed it, or its own worker told it
             continue
-        trial = study._storage.get_trial(trial_id)
+        if not _claim_failure(storage, trial_id):
+            continue
+        trial = storage.get_trial(trial_id)
         if trial.params:
             study.enqueue_trial(trial.params)
         log.warning(f"trial {trial.number}: {reason}; marked FAIL, parameters enqueued again: {trial.params}")

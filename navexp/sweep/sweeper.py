@@ -153,7 +153,7 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             distributions.pop(key, None)
         self._grid_sampler(distributions)
         user_keys = {a.split("=", 1)[0].lstrip("+~") for a in arguments}
-        storage = self._storage()
+        storage = self._rdb = self._storage()
         study = optuna.create_study(
             study_name=self.study_name,
             storage=storage,
@@ -288,14 +288,13 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         else:
             self._safe_tell(study, trial, values=values)
 
-    @staticmethod
-    def _safe_tell(study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
+    def _safe_tell(self, study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
         try:
             study.tell(trial, **kwargs)
         except RuntimeError as e:  # an exhausted GridSampler calls study.stop(), meant for optimize()
             if "Study.stop" in str(e):
                 return
-            state = study._storage.get_trial(trial._trial_id).state
+            state = self._rdb.get_trial(trial._trial_id).state  # the database's, not this worker's cache
             if not state.is_finished():
                 raise
             # Another worker saw no heartbeat (e.g. a storage outage) and failed it; its parameters
