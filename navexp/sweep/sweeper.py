@@ -127,7 +127,7 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         self.grace_s = 2 * self.heartbeat_s
         self.trial_overrides = list(sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)
         space = load_space(str(sw.space))
-        if self.params:  # hydra.sweeper.params given on the command line extend or replace entries
+        if self.params:  # hydra.sweeper.params from a config; `<key>=<expression>` arrives in sweep()
             space.update({str(k): str(v) for k, v in self.params.items()})
         self.params = OmegaConf.create(space)
         # Re-seeded before every trial from (sampler_seed, trial number): see parallel.ask.
