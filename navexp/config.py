@@ -256,7 +256,11 @@ class SweepCfg:
     objectives: list[str] = field(default_factory=lambda: ["success_rate"])
     """success_rate (maximize); two or more -> multi-objective, e.g. [success_rate, mean_time_to_goal_s]."""
     heartbeat_interval_s: int = 30
-    """Running trials beat this often; a re-run marks trials silent for 2 intervals as failed."""
+    """Running trials beat this often; a worker that finds a trial silent for 2 intervals marks it FAIL
+    (``fail_reason`` "worker stopped: ...") and runs its parameters again."""
+    devices: Any = "auto"
+    """Devices the trials of a parallel batch rotate over (round-robin): auto (every GPU when env.device
+    is CUDA; the CPU stays the CPU), none (keep env.device), or a list such as [0,1] / [cuda:0,cuda:2]."""
     trial_overrides_cpu: list[str] = field(
         default_factory=lambda: [
             "env.num_envs=128",
@@ -325,19 +329,12 @@ def _path_name(key: str, value: Any) -> str:
     return str(value)
 
 
-def _trial_subdir(trial_number: Any, job_num: Any) -> str:
-    """``hydra.sweep.subdir``: the Optuna trial number inside a study (unique across re-runs that share a
-    sweep directory, where Hydra's job number restarts at 0), else Hydra's job number."""
-    return str(job_num if trial_number is None else trial_number)
-
-
 def register_configs() -> None:
     """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("navexp_sweeper_target", _sweeper_target, replace=True)
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
-    OmegaConf.register_new_resolver("navexp_trial_subdir", _trial_subdir, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)

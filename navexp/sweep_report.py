@@ -3,6 +3,7 @@
     python -m navexp.sweep_report <sweep dir | study .db file | storage URL> [study_name] [--out DIR]
 
 A sweep directory holds ``study.json`` (written by the sweeper) naming the storage and the study.
+The study may still be running: the report is a snapshot and prints the trial counts per state.
 """
 
 from __future__ import annotations
@@ -229,7 +230,10 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
     args = ap.parse_args(argv)
     url, name, default_out = _resolve(args.target, args.study_name)
+    # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
     study = optuna.load_study(study_name=name, storage=url)
+    counts = {s.name: n for s in TrialState if (n := sum(t.state == s for t in study.trials))}
+    print(f"study {name}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"))
     info_objectives = None
     if Path(args.target, "study.json").is_file():
         info_objectives = json.loads(Path(args.target, "study.json").read_text()).get("objectives")

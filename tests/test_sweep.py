@@ -102,6 +102,9 @@ def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path
     assert proc.returncode != 0 and "more than sweep.max_failure_rate=0.5" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
     assert states == [TrialState.FAIL] * 3
+    report = tmp_path / "outputs" / "studies" / "unit" / "report.md"  # the report the message points to
+    assert str(report) in proc.stderr and "Trials: FAIL 3." in report.read_text()
+    assert "lidar.num_beams=" in (report.parent / "trials.md").read_text()  # each trial's fail_reason
 
 
 def test_misspelled_search_space_key_fails_before_any_trial(tmp_path):
@@ -114,7 +117,8 @@ def test_misspelled_search_space_key_fails_before_any_trial(tmp_path):
 
 
 def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
-    """A trial left RUNNING by a killed sweeper (no heartbeat for 2 intervals) becomes FAIL on the re-run."""
+    """A trial left RUNNING by a killed sweeper (no heartbeat for 2 intervals) becomes FAIL with a reason
+    on the re-run and does not count: 1 more trial reaches sweep.n_trials=2 (it had no params to rerun)."""
     import time
 
     storage = optuna.storages.RDBStorage(
@@ -131,12 +135,13 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
         tmp_path,
         "hydra/sweeper=optuna",
         f"sweep.space={space}",
-        "sweep.n_trials=3",
+        "sweep.n_trials=2",
         "sweep.heartbeat_interval_s=1",
     )
-    states = [t.state for t in load(tmp_path).trials]
-    assert states[:2] == [TrialState.COMPLETE, TrialState.FAIL] and states[2] == TrialState.COMPLETE
-    assert load(tmp_path).trials[0].value == 0.5
+    trials = load(tmp_path).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[0].value == 0.5
+    assert trials[1].user_attrs["fail_reason"].startswith("worker stopped: no heartbeat since ")
 
 
 def test_multi_objective_and_pruning_reports(tmp_path):

@@ -8,10 +8,15 @@ Differences from the plugin's own loop (hydra-optuna-sweeper 1.3.0):
   trial RUNNING); the study aborts only when failed/finished passes ``sweep.max_failure_rate``;
 - ``sweep.n_trials`` is the number of finished trials the study should reach, so re-running the same
   command continues the study and only adds what is missing;
-- running trials record heartbeats in the storage; a re-run (or a second sweeper process on the same
-  storage) marks trials whose sweeper died as FAIL instead of counting them as done;
+- any number of workers (sweeper processes) share one study through its storage (see
+  ``navexp/sweep/parallel.py``): per-trial sampler seeds and TPE's constant liar keep their parameters
+  apart, run directories are ``<sweep dir>/trial_<n>``, and a worker that finds trials of a stopped
+  worker (no heartbeat) marks them FAIL with a reason and runs their parameters again; a worker with
+  nothing left to start waits for the other workers' running trials;
+- parallel trials of a batch rotate over ``sweep.devices`` (one GPU per trial, round-robin);
 - each trial gets its trial id/number, the study as W&B group and ``trial_<n>`` as W&B name;
-- a report (summary, table, importances, plots) is written next to the study when the sweep ends.
+- a report (summary, table, importances, plots) is written next to the study when the sweep ends or
+  aborts.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import logging
 import math
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,14 @@ from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_p
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
+from navexp.sweep.parallel import (
+    ask,
+    assign_devices,
+    claim_trial_dir,
+    counts_as_finished,
+    fail_stale_trials,
+    sweep_devices,
+)
 from navexp.sweep.space import check_keys, load_space
 
 log = logging.getLogger(__name__)
@@ -41,7 +55,6 @@ DIRECTIONS = {
     "mean_time_to_goal_s": "minimize",
     "mean_path_length_m": "minimize",
 }
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
@@ -87,6 +100,8 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        import torch
+
         from navexp.sim import resolve_device
 
         sw = config.sweep
@@ -96,7 +111,10 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         if not self.objectives or unknown:
             raise ValueError(f"sweep.objectives={self.objectives} is invalid; allowed: {sorted(DIRECTIONS)}")
         self.direction = [DIRECTIONS[o] for o in self.objectives]
-        on_gpu = resolve_device(str(config.env.device)).startswith("cuda")
+        env_device = resolve_device(str(config.env.device))
+        on_gpu = env_device.startswith("cuda")
+        spec = sw.devices if isinstance(sw.devices, (str, int)) else OmegaConf.to_container(sw.devices)
+        self.devices = sweep_devices(spec, env_device, torch.cuda.device_count())
         self.n_trials = int(sw.n_trials) if sw.n_trials is not None else (50 if on_gpu else 10)
         self.n_jobs = int(sw.n_jobs)
         self.max_failure_rate = float(sw.max_failure_rate)
@@ -106,16 +124,23 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
                 f"sweep.max_failure_rate={self.max_failure_rate} in [0, 1]"
             )
         self.heartbeat_s = int(sw.heartbeat_interval_s)
+        if self.heartbeat_s < 1:
+            raise ValueError(f"sweep.heartbeat_interval_s={self.heartbeat_s} must be >= 1 (seconds)")
+        self.grace_s = 2 * self.heartbeat_s
         self.trial_overrides = list(sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)
         space = load_space(str(sw.space))
-        if self.params:  # hydra.sweeper.params given on the command line extend or replace entries
+        if self.params:  # hydra.sweeper.params from a config; `<key>=<expression>` arrives in sweep()
             space.update({str(k): str(v) for k, v in self.params.items()})
         self.params = OmegaConf.create(space)
-        seed = int(sw.sampler_seed)
+        # Re-seeded before every trial from (sampler_seed, trial number): see parallel.ask.
+        self.sampler_seed = int(sw.sampler_seed)
         if isinstance(self.sampler, optuna.samplers.TPESampler) and len(self.objectives) > 1:
-            self.sampler = optuna.samplers.MOTPESampler(seed=seed)
+            self.sampler = optuna.samplers.MOTPESampler(seed=self.sampler_seed)
         elif isinstance(self.sampler, optuna.samplers.TPESampler):
-            self.sampler = optuna.samplers.TPESampler(seed=seed)
+            with warnings.catch_warnings():  # constant_liar is experimental in optuna 2.10
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                # Running trials count as bad results, so concurrent trials keep apart.
+                self.sampler = optuna.samplers.TPESampler(seed=self.sampler_seed, constant_liar=True)
 
     # -- the study loop ---------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> None:
@@ -130,7 +155,7 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             distributions.pop(key, None)
         self._grid_sampler(distributions)
         user_keys = {a.split("=", 1)[0].lstrip("+~") for a in arguments}
-        storage = self._storage()
+        storage = self._rdb = self._storage()
         study = optuna.create_study(
             study_name=self.study_name,
             storage=storage,
@@ -138,35 +163,57 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             directions=self.direction,
             load_if_exists=True,
         )
-        with warnings.catch_warnings():  # fail_stale_trials is marked experimental in optuna 2.10
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            stale = optuna.storages.fail_stale_trials(study) if storage.is_heartbeat_enabled() else None
-        if stale:
-            log.warning(f"marked {len(stale)} trials whose sweeper stopped as FAIL: {stale}")
         self._write_study_info()
         log.info(
             f"Study {self.study_name} in {self.storage_url}: target {self.n_trials} finished trials, "
             f"objectives {dict(zip(self.objectives, self.direction, strict=True))}"
         )
+        waiting_logged = False
         while True:
+            fail_stale_trials(study, storage, self.grace_s)
             trials = study.get_trials(deepcopy=False)
-            finished = sum(t.state in FINISHED for t in trials)
+            finished = sum(counts_as_finished(t) for t in trials)
             running = sum(t.state == TrialState.RUNNING for t in trials)
             to_go = self.n_trials - finished - running
-            if to_go <= 0:
+            if to_go <= 0 and running == 0:
                 break
-            batch = [study.ask() for _ in range(min(to_go, self.n_jobs))]
-            overrides = self._configure_trials(batch, distributions, fixed)
-            overrides = [
-                list(o) + self._trial_extras(t, user_keys) for o, t in zip(overrides, batch, strict=True)
-            ]
-            with _Heartbeat(storage, [t._trial_id for t in batch], self.heartbeat_s):
-                returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
-            self.job_idx += len(returns)
-            for trial, ret in zip(batch, returns, strict=True):
-                self._tell(study, trial, ret)
+            if to_go <= 0:  # other workers' trials: wait for them, take over if their worker stops
+                if not waiting_logged:
+                    log.info(f"waiting for {running} running trial(s) of other workers")
+                    waiting_logged = True
+                time.sleep(min(self.heartbeat_s, 5))
+                continue
+            self._run_batch(study, storage, min(to_go, self.n_jobs), distributions, fixed, user_keys)
             self._check_failure_rate(study)
         self._finish(study)
+
+    def _run_batch(
+        self,
+        study: optuna.Study,
+        storage: optuna.storages.RDBStorage,
+        size: int,
+        distributions: dict,
+        fixed: dict,
+        user_keys: set[str],
+    ) -> None:
+        """Ask ``size`` trials, run them through the launcher (in parallel if it can), tell the results."""
+        batch = []
+        for _ in range(size):
+            trial = ask(study, self.sampler_seed)
+            storage.record_heartbeat(trial._trial_id)  # from now on a stopped worker is detectable
+            batch.append(trial)
+        overrides = self._configure_trials(batch, distributions, fixed)
+        devices = assign_devices(len(batch), self.devices if "env.device" not in user_keys else [])
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        overrides = [
+            list(o) + self._trial_extras(t, user_keys, claim_trial_dir(sweep_dir, t.number), dev)
+            for o, t, dev in zip(overrides, batch, devices, strict=True)
+        ]
+        with _Heartbeat(storage, [t._trial_id for t in batch], self.heartbeat_s):
+            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        self.job_idx += len(returns)
+        for trial, ret in zip(batch, returns, strict=True):
+            self._tell(study, trial, ret)
 
     def _grid_sampler(self, distributions: dict) -> None:
         """hydra/sweeper/sampler=grid: build the grid from the space and cap n_trials at its size."""
@@ -176,14 +223,36 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             self.n_trials = min(self.n_trials, math.prod(len(v) for v in grid.values()))
 
     def _storage(self) -> optuna.storages.RDBStorage:
+        """The study's storage, with heartbeats on; workers starting together on an empty database
+        race to create its tables, so a loser of that race retries."""
+        from sqlalchemy.exc import IntegrityError, ProgrammingError
+
         if self.storage_url.startswith("sqlite:///"):
             Path(self.storage_url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.RDBStorage(
-            self.storage_url, heartbeat_interval=self.heartbeat_s, grace_period=2 * self.heartbeat_s
-        )
+        for attempt in range(5):
+            try:
+                return optuna.storages.RDBStorage(
+                    self.storage_url, heartbeat_interval=self.heartbeat_s, grace_period=self.grace_s
+                )
+            except (IntegrityError, ProgrammingError) as e:  # e.g. pg_type "studies" already exists
+                if attempt == 4:
+                    raise
+                log.info(f"storage tables being created by another worker ({type(e).__name__}); retrying")
+                time.sleep(1.0 + attempt)
+            except ImportError as e:
+                raise ImportError(
+                    f"sweep.storage={self.storage_url!r} needs a database driver that is not installed "
+                    f"({e}); for PostgreSQL: pip install -e '.[postgres]' (psycopg2-binary)"
+                ) from e
+        raise AssertionError("unreachable")
 
-    def _trial_extras(self, trial: optuna.trial.Trial, user_keys: set[str]) -> list[str]:
+    def _trial_extras(
+        self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None
+    ) -> list[str]:
+        """Per-trial overrides: its run directory, ids, W&B names, size and device."""
+        log.info(f"trial {trial.number}: run dir {subdir}" + (f", device {device}" if device else ""))
         extras = [
+            f"hydra.sweep.subdir={subdir}",
             f"sweep.trial_id={trial._trial_id}",
             f"sweep.trial_number={trial.number}",
             f"sweep.study_name={self.study_name}",
@@ -194,6 +263,8 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         if "logger.name" not in user_keys:
             extras.append(f"logger.name=trial_{trial.number}")
         extras += [o for o in self.trial_overrides if o.split("=", 1)[0] not in user_keys]
+        if device is not None:
+            extras.append(f"env.device={device}")
         return extras
 
     def _tell(self, study: optuna.Study, trial: optuna.trial.Trial, ret: Any) -> None:
@@ -219,26 +290,39 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         else:
             self._safe_tell(study, trial, values=values)
 
-    @staticmethod
-    def _safe_tell(study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
+    def _safe_tell(self, study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
         try:
             study.tell(trial, **kwargs)
         except RuntimeError as e:  # an exhausted GridSampler calls study.stop(), meant for optimize()
-            if "Study.stop" not in str(e):
+            if "Study.stop" in str(e):
+                return
+            state = self._rdb.get_trial(trial._trial_id).state  # the database's, not this worker's cache
+            if not state.is_finished():
                 raise
+            # Another worker saw no heartbeat (e.g. a storage outage) and failed it; its parameters
+            # were enqueued again, so this result is dropped rather than overwriting that verdict.
+            log.warning(f"trial {trial.number} was already {state.name} (set by another worker): {e}")
 
     def _fail(self, study: optuna.Study, trial: optuna.trial.Trial, reason: str) -> None:
         log.warning(f"trial {trial.number} failed: {reason}")
-        study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason[:2000])
+        try:
+            study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason[:2000])
+        except RuntimeError:  # already finished by another worker; _safe_tell says so
+            pass
         self._safe_tell(study, trial, state=TrialState.FAIL)
 
     def _check_failure_rate(self, study: optuna.Study) -> None:
-        done = [t for t in study.get_trials(deepcopy=False) if t.state in FINISHED]
+        done = [t for t in study.get_trials(deepcopy=False) if counts_as_finished(t)]
         failed = sum(t.state == TrialState.FAIL for t in done)
         if len(done) >= 3 and failed / len(done) > self.max_failure_rate:
+            try:  # the message points to the report: write it first
+                self._finish(study)
+            except Exception as e:
+                log.warning(f"could not write the study report: {type(e).__name__}: {e}")
             raise RuntimeError(
                 f"study {self.study_name}: {failed} of {len(done)} finished trials failed, more than "
-                f"sweep.max_failure_rate={self.max_failure_rate}; see each trial's fail_reason in the report"
+                f"sweep.max_failure_rate={self.max_failure_rate}; see each trial's fail_reason in the report "
+                f"{self.report_dir / 'report.md'}"
             )
 
     def _write_study_info(self) -> None:

@@ -1,0 +1,324 @@
+"""Many workers on one study (sqlite, PostgreSQL): distinct parameters, distinct run directories, and
+trials of a killed worker re-run without touching finished ones. Real sweeper subprocesses, tiny trials."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from conftest import TINY_TRAIN
+from optuna.trial import TrialState
+
+from navexp.sweep.parallel import (
+    WORKER_STOPPED,
+    assign_devices,
+    counts_as_finished,
+    derived_seed,
+    sweep_devices,
+)
+
+# 1 PPO iteration, 4 held-out episodes: a trial takes a few seconds on 2 cores.
+TINY = [o for o in TINY_TRAIN if not o.startswith("ppo.max_iterations")]
+TINY += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0"]
+# The README's command-line forms: a search-space entry replaced (clip range 0.12-0.28 instead of
+# 0.1-0.3) and two entries fixed, so clip_param is the whole space of these studies.
+SPACE = [
+    "sweep.space=ppo_trust_region",
+    "ppo.clip_param=interval(0.12,0.28)",
+    "ppo.desired_kl=0.01",
+    "ppo.learning_rate=0.0003",
+]
+
+
+def sweep_cmd(tmp_path: Path, storage: str, study: str, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "navexp.train",
+        "-m",
+        "hydra/sweeper=optuna",
+        *TINY,
+        *SPACE,
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        f"sweep.storage={storage}",
+        f"sweep.study_name={study}",
+        *args,
+    ]
+
+
+def start(tmp_path: Path, storage: str, study: str, *args: str, log: str = "worker") -> subprocess.Popen:
+    """A sweeper process in its own process group, output in tmp_path/<log>.log."""
+    out = open(tmp_path / f"{log}.log", "w")  # noqa: SIM115 - closed with the process
+    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "1"}
+    return subprocess.Popen(
+        sweep_cmd(tmp_path, storage, study, *args),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def wait_ok(proc: subprocess.Popen, tmp_path: Path, log: str = "worker") -> str:
+    rc = proc.wait(timeout=600)
+    text = (tmp_path / f"{log}.log").read_text()
+    assert rc == 0, text[-5000:]
+    return text
+
+
+def postgres_url() -> str:
+    """NAVEXP_TEST_POSTGRES_URL (e.g. from `bash .ci/postgres.sh`), or skip with the reason."""
+    url = os.environ.get("NAVEXP_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("NAVEXP_TEST_POSTGRES_URL is not set (start a server with `bash .ci/postgres.sh`)")
+    try:
+        import sqlalchemy
+
+        sqlalchemy.create_engine(url, connect_args={"connect_timeout": 5}).connect().close()
+    except Exception as e:
+        pytest.skip(f"PostgreSQL at {url} is not reachable: {type(e).__name__}: {str(e)[:200]}")
+    return url
+
+
+def two_workers(tmp_path: Path, storage: str, study: str) -> optuna.Study:
+    """Two sweeper processes started together on one study of 3 trials; both must exit 0."""
+    procs = [start(tmp_path, storage, study, "sweep.n_trials=3", log=f"w{i}") for i in range(2)]
+    try:
+        for i, p in enumerate(procs):
+            wait_ok(p, tmp_path, f"w{i}")
+    finally:  # a failed worker must not leave the other one running into later tests
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    return optuna.load_study(study_name=study, storage=storage)
+
+
+def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
+    """3 COMPLETE trials, pairwise distinct parameters, each in its own <sweep dir>/trial_<n>."""
+    trials = study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    clips = [t.params["ppo.clip_param"] for t in trials]
+    assert len(set(clips)) == 3 and all(0.12 <= c <= 0.28 for c in clips)
+    dirs = [Path(t.user_attrs["run_dir"]) for t in trials]
+    assert dirs == [tmp_path / "sweep" / f"trial_{t.number}" for t in trials]
+    for t, d in zip(trials, dirs, strict=True):  # each run's config holds its own sampled value
+        assert f"clip_param: {t.params['ppo.clip_param']}" in (d / "config.yaml").read_text()
+        assert (d / "eval.json").is_file()
+
+
+def test_two_workers_on_one_sqlite_study(tmp_path):
+    storage = f"sqlite:///{tmp_path}/study.db"
+    check_shared_study(two_workers(tmp_path, storage, "unit"), tmp_path)
+
+
+def test_two_workers_on_one_postgres_study(tmp_path):
+    url = postgres_url()
+    study = f"unit_{uuid.uuid4().hex[:8]}"
+    check_shared_study(two_workers(tmp_path, url, study), tmp_path)
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under root."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def test_killed_worker_trial_fails_with_reason_and_is_rerun(tmp_path):
+    """kill -9 during trial 1; the re-run fails it ("worker stopped ..."), runs its parameters again as
+    trial 2 in a new directory, and leaves trial 0's files byte-identical: 2 COMPLETE, 1 FAIL."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    args = ("sweep.n_trials=2", "sweep.heartbeat_interval_s=1")
+    proc = start(tmp_path, storage, "unit", *args, log="killed")
+    log = tmp_path / "killed.log"
+    try:
+        while "trial 1: run dir" not in log.read_text():  # trial 0 is done, trial 1 has started
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 of the worker and its trial
+        proc.wait()
+    before = tree_hashes(tmp_path / "sweep" / "trial_0")
+    assert "eval.json" in before and any(k.endswith(".pt") for k in before)
+
+    wait_ok(start(tmp_path, storage, "unit", *args, log="rerun"), tmp_path, "rerun")
+    trials = optuna.load_study(study_name="unit", storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    killed = trials[1]
+    assert killed.user_attrs["fail_reason"].startswith("worker stopped: no heartbeat since ")
+    assert WORKER_STOPPED in killed.system_attrs and not counts_as_finished(killed)
+    assert trials[2].params == killed.params != trials[0].params
+    assert trials[2].user_attrs["run_dir"] == str(tmp_path / "sweep" / "trial_2")
+    assert tree_hashes(tmp_path / "sweep" / "trial_0") == before
+
+
+def test_device_assignment_is_round_robin():
+    """4 parallel trials on 2 GPUs: cuda:0, cuda:1, cuda:0, cuda:1; on the CPU every trial stays cpu."""
+    gpus = sweep_devices("auto", "cuda:0", gpu_count=2)
+    assert gpus == ["cuda:0", "cuda:1"]
+    assert assign_devices(4, gpus) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert assign_devices(3, sweep_devices("auto", "cpu", gpu_count=0)) == ["cpu"] * 3
+    assert assign_devices(2, sweep_devices("none", "cuda:0", gpu_count=2)) == [None, None]
+    listed = sweep_devices([2, "cuda:0"], "cuda:0", gpu_count=3)
+    assert assign_devices(3, listed) == ["cuda:2", "cuda:0", "cuda:2"]
+    with pytest.raises(ValueError, match=r"sweep.devices='gpus' is invalid; allowed: auto \| none"):
+        sweep_devices("gpus", "cuda:0", gpu_count=2)
+    with pytest.raises(ValueError, match=r"entry 3: this machine has 2 GPU\(s\), valid indices \[0, 1\]"):
+        sweep_devices([0, 3], "cuda:0", gpu_count=2)
+
+
+def test_trial_seeds_are_reproducible_and_distinct_per_trial():
+    """The seed depends only on (sampler_seed, trial number): same inputs, same seed; other numbers differ."""
+    assert derived_seed(0, 5) == derived_seed(0, 5)
+    seeds = {derived_seed(0, n) for n in range(100)} | {derived_seed(1, n) for n in range(100)}
+    assert len(seeds) == 200 and all(0 <= s < 2**32 for s in seeds)
+
+
+def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
+    """A study with trials COMPLETE, RUNNING and WAITING (workers still busy): counts per state."""
+    from navexp import sweep_report
+
+    storage = f"sqlite:///{tmp_path}/live.db"
+    study = optuna.create_study(study_name="live", storage=storage, direction="maximize")
+    for value in (0.25, 0.5):
+        t = study.ask()
+        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        study.tell(t, value)
+    study.ask().suggest_float("ppo.clip_param", 0.1, 0.3)  # left RUNNING
+    study.enqueue_trial({"ppo.clip_param": 0.2})  # WAITING
+    out = sweep_report.main([str(tmp_path / "live.db"), "--out", str(tmp_path / "rep")])
+    assert "study live: RUNNING 1, COMPLETE 2, WAITING 1" in capsys.readouterr().out
+    assert "| 2 | RUNNING |" in (out / "trials.md").read_text()
+
+
+def readme_sweep_commands() -> list[list[str]]:
+    """The overrides of every `python -m navexp.train -m ...` line in the README's Sweeps section."""
+    import re
+    import shlex
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text[text.index("## Sweeps (Optuna)") : text.index("## Simulator backends")]
+    section = re.sub(r"\\\n\s*", " ", section)  # join continued lines
+    lines = [ln.split("#")[0] for ln in section.splitlines() if "python -m navexp.train -m" in ln]
+    return [shlex.split(ln.strip().strip("`"))[4:] for ln in lines]
+
+
+def test_readme_sweep_commands_are_what_hydra_accepts():
+    """Every README sweep command parses with Hydra's override grammar, its search-space entries become
+    Optuna distributions, and its config keys exist (the command-line forms the README promises)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+    from optuna.distributions import CategoricalDistribution, LogUniformDistribution, UniformDistribution
+
+    from navexp import compose_config
+    from navexp.sweep.space import check_keys
+
+    commands = readme_sweep_commands()
+    assert len(commands) == 10
+    parser = OverridesParser.create()
+    cfg = compose_config([])
+    distributions = {}
+    for args in commands:
+        parser.parse_overrides(args)  # raises on anything Hydra's command line would reject
+        task = [a for a in args if not a.startswith(("hydra.", "hydra/"))]
+        dist, fixed = create_params_from_overrides(task)
+        distributions.update(dist)
+        check_keys([*dist, *fixed], cfg, "README")
+    assert distributions["ppo.clip_param"] == UniformDistribution(0.12, 0.28)
+    assert distributions["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
+    assert distributions["ppo.desired_kl"] == LogUniformDistribution(0.002, 0.05)
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_a_batch_in_parallel_processes(tmp_path):
+    """hydra/launcher=submitit_local with sweep.n_jobs=2: both trials run as submitit jobs, COMPLETE,
+    in <sweep dir>/trial_0 and trial_1 (slow: each job starts a fresh Python, ~1-2 min on 2 cores)."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    proc = start(
+        tmp_path, storage, "unit", "hydra/launcher=submitit_local", "sweep.n_jobs=2", "sweep.n_trials=2"
+    )
+    text = wait_ok(proc, tmp_path)
+    assert "Submitit 'local' sweep output dir" in text
+    trials = optuna.load_study(study_name="unit", storage=storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    assert [t.user_attrs["run_dir"] for t in trials] == [
+        str(tmp_path / "sweep" / f"trial_{i}") for i in (0, 1)
+    ]
+    assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
+
+
+def test_ask_is_reproducible_alone_and_distinct_across_workers(tmp_path):
+    """parallel.ask on real optuna studies with TPE (constant liar), 5 trials each:
+    - two studies with the same sampler_seed, one worker each, draw the same 5 values;
+    - two workers (own sampler, same seed) alternating on one study draw 5 distinct values."""
+    from optuna.distributions import UniformDistribution
+
+    from navexp.sweep.parallel import ask
+
+    dist = UniformDistribution(0.1, 0.3)
+
+    def run(studies: list[optuna.Study], n: int) -> list[float]:
+        values = []
+        for i in range(n):
+            trial = ask(studies[i % len(studies)], sampler_seed=0)
+            x = trial._suggest("x", dist)
+            studies[0].tell(trial, -((x - 0.2) ** 2))
+            values.append(x)
+        return values
+
+    def study(name: str) -> optuna.Study:
+        sampler = optuna.samplers.TPESampler(seed=0, constant_liar=True, n_startup_trials=2)
+        storage = f"sqlite:///{tmp_path}/s.db"
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, load_if_exists=True)
+
+    assert run([study("a")], 5) == run([study("b")], 5)
+    shared = run([study("c"), study("c")], 5)
+    assert len(set(shared)) == 5
+    assert shared == run([study("d")], 5)  # trial numbers, not workers, pick the seeds
+
+
+def test_a_stale_trial_is_failed_and_enqueued_by_exactly_one_worker(tmp_path):
+    """Two workers see the same stale trial: the state changes once, its parameters are enqueued once
+    (a WAITING trial with the same value), and the failed trial no longer counts as finished."""
+    from navexp.sweep.parallel import _claim_failure, fail_stale_trials
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
+    trial = optuna.create_study(study_name="s", storage=storage).ask()  # the worker that stops
+    trial.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(trial._trial_id)
+    study = optuna.load_study(study_name="s", storage=storage)  # a live worker
+    # grace -1 s: every heartbeat counts as expired, no waiting in the test
+    assert [n for n, _ in fail_stale_trials(study, storage, grace_s=-1)] == [0]
+    assert fail_stale_trials(study, storage, grace_s=-1) == []  # the second worker finds nothing
+    assert not _claim_failure(storage, trial._trial_id)  # a racing second claim does not hit
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert trials[1].system_attrs["fixed_params"] == {"x": trials[0].params["x"]}
+    assert not counts_as_finished(trials[0])
+
+
+def test_a_late_result_does_not_overwrite_another_workers_verdict(tmp_path):
+    """A worker whose heartbeats stalled tells its result after another worker failed the trial: the
+    sweeper logs and keeps FAIL (its parameters were enqueued again) instead of crashing."""
+    from navexp.sweep.parallel import fail_stale_trials
+    from navexp.sweep.sweeper import NavOptunaSweeperImpl
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
+    slow = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    trial = slow.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(trial._trial_id)
+    fail_stale_trials(optuna.load_study(study_name="s", storage=storage), storage, grace_s=-1)
+    sweeper = object.__new__(NavOptunaSweeperImpl)  # only _safe_tell's state: the storage
+    sweeper._rdb = storage
+    sweeper._safe_tell(slow, trial, values=[0.5])
+    assert storage.get_trial(trial._trial_id).state == TrialState.FAIL
