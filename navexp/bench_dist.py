@@ -1,14 +1,17 @@
 """Training throughput with 1 and N processes (torchrun), measured side by side in one run.
 
-    python -m navexp.bench_dist [nproc=1,2] [num_envs=256] [iterations=8] [device=cpu]
+    python -m navexp.bench_dist [nproc=1,2] [num_envs=256] [iterations=8] [repeats=1] [device=cpu]
                                 [out=outputs/bench_dist.json] [-- <more navexp.train overrides>]
 
 For each process count N this starts ``torchrun --standalone --nproc_per_node=N -m navexp.train``
 twice: with ``env.num_envs=num_envs`` per rank (N x the worlds, N x the transitions per iteration)
-and with ``num_envs / N`` per rank (the same total). Evaluation is off, checkpoints only at the end.
+and with ``num_envs / N`` per rank (the same total); one process runs each of these totals too.
+Evaluation is off, checkpoints only at the end.
 Each row reports the medians over iterations 2..last of the progress line: total env steps per
 second across ranks (transitions of all ranks / rank 0's iteration time) and rank 0's collect and
-learn times. The machine's core count is recorded with them.
+learn times. ``repeats=R`` runs all shapes R times, interleaved (round 1 of every shape, then
+round 2, ...), so a change in the machine's load hits every shape alike. The machine's core count
+and the 1-minute load average before each run are recorded with them.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ PROGRESS = re.compile(r"\[navexp\] it\s+(\d+)/\d+ \|\s+(\d+) steps/s \(collect (
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     """``key=value`` options, then everything after ``--`` as training overrides."""
-    opts = {"nproc": "1,2", "num_envs": "256", "iterations": "8", "device": "cpu", "out": ""}
+    opts = {"nproc": "1,2", "num_envs": "256", "iterations": "8", "repeats": "1", "device": "cpu", "out": ""}
     extra: list[str] = []
     if "--" in argv:
         i = argv.index("--")
@@ -65,6 +68,7 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
             f"hydra.run.dir={tmp}/run",
             *extra,
         ]
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=3600)
@@ -86,21 +90,22 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
         "collect_s": statistics.median(r[1] for r in steady),
         "learn_s": statistics.median(r[2] for r in steady),
         "wall_s": round(wall, 1),
+        "load_avg_1min_before": load,
     }
 
 
 def table(rows: list[dict]) -> str:
-    head = (
-        "| processes | worlds per rank | worlds in all | total steps/s | collect s | learn s | vs 1 process |"
-    )
-    lines = [head, "|---|---|---|---|---|---|---|"]
-    base = {r["num_envs_total"]: r["steps_per_s"] for r in rows if r["nproc"] == 1}
+    """Markdown rows; ``vs 1 process``: against the 1-process run of the same round and world total."""
+    cols = "round | processes | worlds per rank | worlds in all | total steps/s | collect s | learn s"
+    lines = [f"| {cols} | vs 1 process | load |", "|---" * 9 + "|"]
+    base = {(r["round"], r["num_envs_total"]): r["steps_per_s"] for r in rows if r["nproc"] == 1}
     for r in rows:
-        ref = base.get(r["num_envs_total"])
+        ref = base.get((r["round"], r["num_envs_total"]))
         ratio = f"{r['steps_per_s'] / ref:.2f}x" if ref else "-"
         lines.append(
-            f"| {r['nproc']} | {r['num_envs_per_rank']} | {r['num_envs_total']} | {r['steps_per_s']:.0f} | "
-            f"{r['collect_s']:.2f} | {r['learn_s']:.2f} | {ratio} |"
+            f"| {r['round']} | {r['nproc']} | {r['num_envs_per_rank']} | {r['num_envs_total']} | "
+            f"{r['steps_per_s']:.0f} | {r['collect_s']:.2f} | {r['learn_s']:.2f} | {ratio} | "
+            f"{r['load_avg_1min_before']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -109,13 +114,16 @@ def main(argv: list[str] | None = None) -> dict:
     opts, extra = parse_args(list(sys.argv[1:] if argv is None else argv))
     nprocs = [int(x) for x in opts["nproc"].split(",")]
     envs, its = int(opts["num_envs"]), int(opts["iterations"])
-    shapes = sorted(
-        {(n, e) for n in nprocs for e in (envs, max(1, envs // n))}, key=lambda s: (s[1] * s[0], s[0])
-    )
+    # Per N: envs per rank (N x the worlds) and envs / N per rank (the same worlds); 1 process runs
+    # every total that occurs, so each row has a 1-process reference with as many worlds.
+    shapes = {(n, e) for n in nprocs for e in (envs, max(1, envs // n))}
+    shapes |= {(1, n * e) for n, e in shapes}
+    shapes = sorted(shapes, key=lambda s: (s[1] * s[0], s[0]))
     rows = []
-    for n, e in shapes:
-        rows.append(measure(n, e, its, opts["device"], extra))
-        print(f"[bench_dist] {rows[-1]}", flush=True)
+    for k in range(int(opts["repeats"])):
+        for n, e in shapes:
+            rows.append({"round": k + 1, **measure(n, e, its, opts["device"], extra)})
+            print(f"[bench_dist] {rows[-1]}", flush=True)
     result = {
         "command": "python -m navexp.bench_dist " + " ".join(f"{k}={v}" for k, v in opts.items() if v),
         "machine": {
