@@ -189,3 +189,20 @@ def test_only_rank0_gets_a_hydra_run_directory(monkeypatch):
     assert worker_hydra_overrides(argv)[:2] == argv
     assert "hydra.output_subdir=null" in worker_hydra_overrides(argv)
     assert "hydra.run.dir=." in worker_hydra_overrides(argv)
+
+
+def test_bench_dist_table_compares_against_one_process_with_as_many_worlds():
+    """3000 / 1000 steps/s at 256 worlds -> 3.00x; the 512-world row has no 1-process run -> '-'."""
+    from navexp.bench_dist import PROGRESS, table
+
+    line = "[navexp] it     2/8 |     4371 steps/s (collect 0.65s, learn 1.32s) | ETA 0:00:08 | reward"
+    assert PROGRESS.search(line).groups() == ("2", "4371", "0.65", "1.32")
+    row = {"round": 1, "collect_s": 1.0, "learn_s": 1.0, "load_avg_1min_before": 2.0}
+    rows = [
+        {**row, "nproc": 1, "num_envs_per_rank": 256, "num_envs_total": 256, "steps_per_s": 1000.0},
+        {**row, "nproc": 2, "num_envs_per_rank": 128, "num_envs_total": 256, "steps_per_s": 3000.0},
+        {**row, "nproc": 2, "num_envs_per_rank": 256, "num_envs_total": 512, "steps_per_s": 4000.0},
+    ]
+    lines = table(rows).splitlines()
+    assert lines[2].endswith("| 1.00x | 2.0 |") and lines[3].endswith("| 3.00x | 2.0 |")
+    assert lines[4].endswith("| - | 2.0 |")
