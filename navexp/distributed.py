@@ -230,7 +230,8 @@ def worker_hydra_overrides(argv: list[str]) -> list[str]:
     """Hydra arguments for this process: ranks other than 0 get no run directory of their own.
 
     Hydra would give every rank a directory named by its own start time; rank 0's is the run's, and
-    the others receive it from rank 0 after the process group starts.
+    the others receive it from rank 0 after the process group starts. Hydra callbacks (which act on
+    the run directory) run on rank 0 only.
     """
     world, rank = _env_int("WORLD_SIZE", 1), _env_int("RANK", 0)
     if world <= 1 or rank == 0:
@@ -239,6 +240,7 @@ def worker_hydra_overrides(argv: list[str]) -> list[str]:
         *argv,
         "hydra.run.dir=.",
         "hydra.output_subdir=null",
+        "hydra.callbacks={}",  # run-directory callbacks belong to rank 0's directory
         "hydra/job_logging=none",
         "hydra/hydra_logging=none",
     ]

@@ -189,6 +189,7 @@ def test_only_rank0_gets_a_hydra_run_directory(monkeypatch):
     assert worker_hydra_overrides(argv)[:2] == argv
     assert "hydra.output_subdir=null" in worker_hydra_overrides(argv)
     assert "hydra.run.dir=." in worker_hydra_overrides(argv)
+    assert "hydra.callbacks={}" in worker_hydra_overrides(argv)
 
 
 def test_bench_dist_table_compares_against_one_process_with_as_many_worlds():
