@@ -51,6 +51,39 @@ class NavRunner(OnPolicyRunner):
         self._rsl_process_env_step = self.logger.process_env_step
         self.logger.process_env_step = self._process_env_step
 
+    # -- multi-process ---------------------------------------------------------------------
+    def _configure_multi_gpu(self) -> None:
+        """rsl_rl's torchrun setup with Gloo on the CPU as well as NCCL on CUDA.
+
+        rsl_rl 5.5.1 starts an NCCL group and requires ``cuda:<LOCAL_RANK>``; navexp starts the group in
+        ``navexp.distributed.setup`` (which checks the device first) and the runner joins it.
+        """
+        from navexp.distributed import setup
+
+        if int(os.getenv("WORLD_SIZE", "1")) <= 1:
+            super()._configure_multi_gpu()
+            return
+        ctx = setup(self.device)  # joins the group train.py started, or starts it for direct use
+        if ctx.device != self.device:
+            raise ValueError(f"NavRunner device {self.device!r} is not this rank's device {ctx.device!r}")
+        self.is_distributed = True
+        self.gpu_world_size, self.gpu_global_rank = ctx.world_size, ctx.rank
+        self.gpu_local_rank = ctx.local_rank
+        self.cfg["multi_gpu"] = {
+            "global_rank": ctx.rank,
+            "local_rank": ctx.local_rank,
+            "world_size": ctx.world_size,
+        }
+
+    def _mean_over_ranks(self, value: float) -> float:
+        """Mean of a per-rank value over the ranks that have one (NaN on a rank counts as none)."""
+        if not self.is_distributed:
+            return value
+        finite = math.isfinite(value)
+        t = torch.tensor([value if finite else 0.0, float(finite)], device=self.device, dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t[0] / t[1]) if t[1] > 0 else float("nan")
+
     # -- checkpoints ------------------------------------------------------------------------
     def save(self, path: str, infos: dict | None = None) -> None:
         """Write the rsl_rl checkpoint atomically, with the observation layout and config in ``infos``."""
@@ -154,12 +187,12 @@ class NavRunner(OnPolicyRunner):
     ) -> None:
         lg = self.logger
         self.last_times = (collect_time, learn_time)
-        steps = self.cfg["num_steps_per_env"] * self.env.num_envs
+        steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # all ranks
         done = it + 1 - start_it
         elapsed = time.time() - self._t_start
         eta = elapsed / max(done, 1) * (total_it - it - 1)
         reward = statistics.mean(lg.rewbuffer) if lg.rewbuffer else float("nan")
-        succ = self.env.recent_success_rate()
+        succ = self._mean_over_ranks(self.env.recent_success_rate())  # a collective: every rank calls it
         if lg.writer is not None:
             lg.writer.add_scalar("Perf/collect_steps_per_s", steps / max(collect_time, 1e-9), it)
             lg.writer.add_scalar("Metrics/success_rate_recent", succ, it)

@@ -7,17 +7,27 @@ run_info.json, TensorBoard events, checkpoints, W&B files and eval.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from navexp.config import register_configs
 from navexp.rundir import claim_run_dir, releases_run_dirs
 from navexp.validation import validate_env_cfg, validate_run_cfg
+
+if TYPE_CHECKING:
+    from navexp.distributed import DistContext
+    from navexp.env import NavEnv
+    from navexp.runner import NavRunner
 
 register_configs()
 
@@ -60,7 +70,35 @@ def run(
     cfg: DictConfig, run_dir: Path, overrides: list[str] | None = None, quiet: bool = False
 ) -> float | list[float]:
     """Train, evaluate and return the objective: the evaluation success rate (or the values of
-    ``sweep.objectives`` when a study asks for several)."""
+    ``sweep.objectives`` when a study asks for several).
+
+    Under torchrun (WORLD_SIZE > 1) this runs on every rank: each trains on its own device and worlds,
+    rank 0 writes the run directory and evaluates; the other ranks return NaN.
+    """
+    from navexp import distributed
+
+    ctx = distributed.setup(str(cfg.env.device))  # checks the device before anything is allocated
+    try:
+        return _run(cfg, run_dir, list(overrides or []), quiet or not ctx.is_main, ctx)
+    finally:
+        if ctx.enabled:
+            distributed.shutdown()
+
+
+def _with_seed(cfg: DictConfig, seed: int) -> DictConfig:
+    """``cfg`` itself when it already has ``seed``, else a copy with it (a rank's own layouts and noise)."""
+    if int(cfg.seed) == seed:
+        return cfg
+    copy = cfg.copy()
+    with open_dict(copy):
+        copy.seed = seed
+    return copy
+
+
+def _run(
+    cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext
+) -> float | list[float]:
+    from navexp import distributed
     from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
     from navexp.env import NavEnv
     from navexp.evaluate import evaluation_record
@@ -72,14 +110,18 @@ def run(
     from navexp.sweep.trial import objective, pruning_callback, record_metrics
 
     validate_env_cfg(cfg.env)  # env.device=cuda without CUDA fails here, before a preset is picked
-    device = resolve_device(str(cfg.env.device))
+    device = resolve_device(str(cfg.env.device)) if not ctx.enabled else ctx.device
+    if ctx.enabled:
+        with open_dict(cfg):
+            cfg.env.device = device  # cuda:<LOCAL_RANK> or cpu
     size = resolve_size(str(cfg.size), device)
-    applied = apply_size_preset(cfg, size, list(overrides or []))
+    applied = apply_size_preset(cfg, size, overrides)
     validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names, with the preset applied
-    print(
-        f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
-        f"(override any of these on the command line, or size=none to keep the composed values)"
-    )
+    if ctx.is_main:
+        print(
+            f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
+            f"(override any of these on the command line, or size=none to keep the composed values)"
+        )
     ckpt, wandb_id = None, None
     if cfg.resume:
         ckpt = load_checkpoint(cfg.resume)  # a missing/truncated/foreign file fails here, nothing touched
@@ -87,19 +129,33 @@ def run(
         info = run_dir / "run_info.json"
         wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
         print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {run_dir}")
-    claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
-    seed_everything(int(cfg.seed))
-    env = NavEnv(cfg)
-    print(
-        f"[navexp] simulator backend: {env.backend} (env.sim.backend={cfg.env.sim.backend}; "
-        f"auto = warp on CUDA, classic mujoco on the CPU)"
-    )
+    if ctx.enabled:  # one run directory and one checkpoint for all ranks, chosen by rank 0
+        chosen_dir, chosen_ckpt = distributed.broadcast((str(run_dir), ckpt and ckpt["_path"]), ctx)
+        if (ckpt and ckpt["_path"]) != chosen_ckpt:
+            raise RuntimeError(
+                f"rank {ctx.rank} resolved resume={cfg.resume} to {ckpt and ckpt['_path']}, "
+                f"rank 0 to {chosen_ckpt}; give resume=<run>/model_<it>.pt"
+            )
+        run_dir = Path(chosen_dir)
+    if ctx.is_main:
+        claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
+    rank_seed = int(cfg.seed) + ctx.rank  # ranks draw their own layouts and noise
+    seed_everything(rank_seed)
+    with distributed.cpu_count_limited(ctx.threads):  # the MuJoCo rollout pool takes this rank's share
+        env = NavEnv(_with_seed(cfg, rank_seed))
+    if ctx.is_main:
+        print(
+            f"[navexp] simulator backend: {env.backend} (env.sim.backend={cfg.env.sim.backend}; "
+            f"auto = warp on CUDA, classic mujoco on the CPU)"
+        )
     om = env.obs_manager
     train_cfg = build_train_cfg(cfg)
     if ckpt is not None:
         check_resume(ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
     train_cfg["logger"] = _logger_cfg(cfg, run_dir, wandb_id)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    if ctx.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     infos = {
         "obs_layout": om.layout(),
         "group_widths": om.group_widths,
@@ -115,28 +171,52 @@ def run(
         "size_applied": applied,
         "wandb_run_id": wandb_id,
         "resumed_from": ckpt["_path"] if ckpt is not None else None,
+        "world_size": ctx.world_size,
+        "dist_backend": ctx.backend,
+        "num_envs_total": env.num_envs * ctx.world_size,
     }
-    write_run_record(run_dir, **record)
+    if ctx.is_main:
+        write_run_record(run_dir, **record)
     runner = NavRunner(env, train_cfg, str(run_dir), device, infos, quiet=quiet)
     if ckpt is not None:
         runner.load_for_resume(ckpt)
+    if ctx.enabled:
+        record["ranks"] = distributed.gather(_rank_record(ctx, env, runner, rank_seed), ctx)
+        if ctx.is_main:
+            write_run_record(run_dir, **record)
     prune = pruning_callback(cfg)
     if prune is not None:
         runner.iteration_callbacks.append(prune)
     remaining = int(cfg.ppo.max_iterations) - runner.current_learning_iteration
+    stop = distributed.StopRequest(ctx)  # under torchrun: all ranks stop together after an iteration
+    if ctx.enabled:
+        runner.iteration_callbacks.append(stop.check)
     old = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
-        if remaining > 0:
-            runner.learn(
-                remaining, init_at_random_ep_len=bool(cfg.ppo.init_at_random_ep_len) and ckpt is None
-            )
+        with stop if ctx.enabled else contextlib.nullcontext():
+            if remaining > 0:
+                runner.learn(
+                    remaining, init_at_random_ep_len=bool(cfg.ppo.init_at_random_ep_len) and ckpt is None
+                )
     except KeyboardInterrupt:
-        path = runner.checkpoint_path()
-        runner.save(path)
-        print(f"[navexp] interrupted: saved {path}; continue with resume={run_dir}")
+        if ctx.is_main:
+            path = runner.checkpoint_path()
+            runner.save(path)
+            print(f"[navexp] interrupted: saved {path}; continue with resume={run_dir}", flush=True)
+        else:
+            print(f"[navexp] rank {ctx.rank}: stopped with rank 0", flush=True)
         raise
     finally:
         signal.signal(signal.SIGTERM, old)
+    if ctx.enabled:
+        digests = distributed.gather(_policy_digest(runner), ctx)
+        record["policy_digest_per_rank"] = digests  # equal: the ranks trained one policy
+        if len(set(digests)) != 1:
+            raise RuntimeError(
+                f"ranks hold different policies after training ({digests}); gradients were not all-reduced"
+            )
+    if not ctx.is_main:
+        return objective(cfg, {"success_rate": float("nan")})
     writer = runner.logger.writer
     record["wandb_run_id"] = getattr(writer, "run_id", None) or wandb_id
     write_run_record(run_dir, **record)
@@ -155,6 +235,43 @@ def run(
     if hasattr(writer, "finish"):
         writer.finish()
     return objective(cfg, metrics)
+
+
+def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:
+    """What one rank runs with (printed by the rank, gathered into run_info.json by rank 0)."""
+    import torch
+
+    from navexp.distributed import tensor_digest
+
+    torch_threads = torch.get_num_threads()
+    sim_threads = getattr(getattr(env.sim, "_rollout", None), "nthread", None)  # classic MuJoCo's pool
+    rec = {
+        "rank": ctx.rank,
+        "local_rank": ctx.local_rank,
+        "device": str(env.device),
+        "seed": seed,
+        "num_envs": env.num_envs,
+        "torch_threads": torch_threads,
+        "sim_threads": sim_threads,
+        "first_layout_digest": tensor_digest([v for v in vars(env.layout).values()]),
+        "start_iteration": runner.current_learning_iteration,
+    }
+    print(
+        f"[navexp] rank {ctx.rank}/{ctx.world_size} (local {ctx.local_rank}, {ctx.backend}): device "
+        f"{rec['device']}, seed {seed}, {env.num_envs} worlds of {env.num_envs * ctx.world_size}, "
+        f"{torch_threads} torch thread(s), {sim_threads or '-'} MuJoCo rollout thread(s), "
+        f"starts at iteration {rec['start_iteration']}",
+        flush=True,
+    )
+    return rec
+
+
+def _policy_digest(runner: NavRunner) -> str:
+    """Digest of the actor and critic (weights and normalizer statistics) of this rank."""
+    from navexp.distributed import tensor_digest
+
+    saved = runner.alg.save()
+    return tensor_digest([*saved["actor_state_dict"].values(), *saved["critic_state_dict"].values()])
 
 
 def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict]:
@@ -202,8 +319,16 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | list[float]:
     hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError(
+            f"sweeps (-m) under torchrun (WORLD_SIZE={os.environ['WORLD_SIZE']}) are not supported; "
+            f"run a sweep with `python -m navexp.train -m ...` or train one run with torchrun"
+        )
     return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
 
 
 if __name__ == "__main__":
+    from navexp.distributed import worker_hydra_overrides
+
+    sys.argv = worker_hydra_overrides(sys.argv)  # under torchrun only rank 0 gets a Hydra run directory
     main()
