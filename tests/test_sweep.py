@@ -102,7 +102,7 @@ def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path
     assert proc.returncode != 0 and "more than sweep.max_failure_rate=0.5" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
     assert states == [TrialState.FAIL] * 3
-    report = tmp_path / "outputs" / "studies" / "unit" / "report.md"  # the report the message points to
+    report = tmp_path / "unit" / "report.md"  # the report the message points to, next to study.db
     assert str(report) in proc.stderr and "Trials: FAIL 3." in report.read_text()
     assert "lidar.num_beams=" in (report.parent / "trials.md").read_text()  # each trial's fail_reason
 
