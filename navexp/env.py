@@ -119,6 +119,7 @@ class NavEnv(VecEnv):
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
         """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
         self._world_ids = torch.arange(n, device=dev)
+        self._no_change = torch.zeros(n, dtype=torch.bool, device=dev)
         self.stats = EpisodeStats([t.name for t in self.reward_manager.terms], self.OUTCOME_WINDOW, dev)
         self.faults = FaultFlags(n, dev)
         self.steps_taken = 0
@@ -129,9 +130,12 @@ class NavEnv(VecEnv):
 
     # -- VecEnv -----------------------------------------------------------------------------
     def seed(self, seed: int) -> None:
-        """Seed the layout and noise generator (python/numpy/torch are seeded by the app)."""
+        """Seed the layout and noise generator (python/numpy/torch are seeded by the app) and draw the
+        layout pool anew (here, not inside a later step: sampling checks its yield on the host)."""
         self.generator.manual_seed(seed)
         self.layout_pool.clear()
+        if self.scenarios is None:
+            self.layout_pool.refill()
 
     def get_observations(self) -> TensorDict:
         """The observation groups of the current state (policy [, privileged])."""
@@ -150,6 +154,7 @@ class NavEnv(VecEnv):
         self._read_scan()
         self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
         self._flag_non_finite(self._obs, None)
+        self.faults.end_step(self.steps_taken)  # stamped with the steps taken before this reset
         self.check_faults()  # not the step path: report a bad start at once
         return self._obs
 
@@ -192,7 +197,7 @@ class NavEnv(VecEnv):
             self._restart_history(dones)
         else:
             self.held |= dones
-        self.sim.sense(reset_mask)
+        self.sim.sense(dones if self.auto_reset else self._no_change)
         self._read_scan()
         self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
         self._flag_non_finite(self._obs, rewards)

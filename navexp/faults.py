@@ -16,11 +16,13 @@ OVERFLOW, ACTIONS, STATE, OBSERVATIONS, REWARDS = range(len(SOURCES))
 
 
 class FaultFlags:
-    """Per-world fault bits [N] and the env step each world was first flagged at."""
+    """Per-world fault bits [N] and the env step each world was first flagged at, per fault kind."""
 
     def __init__(self, num_worlds: int, device: torch.device | str) -> None:
         self.bits = torch.zeros(num_worlds, dtype=torch.int32, device=device)
-        self.first_step = torch.full((num_worlds,), -1, dtype=torch.long, device=device)
+        self.first_step = torch.full((num_worlds, len(SOURCES)), -1, dtype=torch.long, device=device)
+        """[N, S] env step at which world n was first flagged with kind s (-1: not flagged)."""
+        self._shifts = torch.arange(len(SOURCES), dtype=torch.int32, device=device)
         self.overflow_bits = torch.zeros(num_worlds, dtype=torch.int32, device=device)
         """OR of the simulator's overflow bitmasks since the last check."""
 
@@ -34,8 +36,9 @@ class FaultFlags:
         self.flag(OVERFLOW, overflow != 0)
 
     def end_step(self, step: int) -> None:
-        """Stamp ``step`` on the worlds flagged for the first time."""
-        self.first_step.masked_fill_((self.bits != 0) & (self.first_step < 0), step)
+        """Stamp ``step`` on the (world, kind) pairs flagged for the first time."""
+        flagged = ((self.bits.unsqueeze(-1) >> self._shifts) & 1) == 1
+        self.first_step.masked_fill_(flagged & (self.first_step < 0), step)
 
     def any(self) -> torch.Tensor:
         """Device bool: some world is flagged."""
@@ -60,7 +63,7 @@ class FaultFlags:
             worlds = hit.nonzero().flatten().tolist()
             where = (
                 f"in worlds {worlds[:10]} ({len(worlds)} worlds), first at env step "
-                f"{int(first[hit].min())} ({when})"
+                f"{int(first[hit, source].min())} ({when})"
             )
             if source == OVERFLOW:
                 lines.append(f"{overflow_reason(_or_all(over[hit]))} {where}")

@@ -39,6 +39,14 @@ _SYNCING_OPS = {
 _PY_METHODS = ("cpu", "numpy", "tolist")
 
 
+def _to_device(name: str, args, kwargs) -> bool:
+    """Whether a copy op writes to a non-CPU device."""
+    if name == "aten.copy_":
+        return args[0].device.type != "cpu"
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type != "cpu"
+
+
 def _is_bool_index(indices) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices if i is not None)
 
@@ -75,6 +83,9 @@ class SyncAudit(TorchDispatchMode):
                 src, dst_cpu = args[0], kwargs.get("device") == torch.device("cpu")
             if dst_cpu and src.device.type != "cpu":
                 self.syncs[f"{name} (to host)"] += 1
+            elif not dst_cpu and src.device.type == "cpu" and _to_device(name, args, kwargs):
+                # A blocking copy from pageable host memory waits for the stream on CUDA.
+                self.syncs[f"{name} (from host)"] += 1
         return func(*args, **kwargs)
 
     def __enter__(self):

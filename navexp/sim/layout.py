@@ -365,35 +365,46 @@ class LayoutPool:
         return self._num_valid - self._cursor < self.reserve
 
     def refill(self) -> None:
-        """Draw a new batch (the unused rest of the old one is dropped)."""
-        size = max(self.min_size, 2 * self.reserve)
-        parts = [
-            sample_layouts(self.spec, min(self.chunk, size - start), self.generator, self.device)
-            for start in range(0, size, self.chunk)
-        ]
-        pool = parts[0][0] if len(parts) == 1 else Layout.cat([p for p, _ in parts])
-        valid = torch.cat([v for _, v in parts])
-        if not self._checked:  # once per seed, at construction or after seed(): may wait for the device
-            self._check(valid)
+        """Draw a new batch (the unused rest of the old one is dropped); waits for the device.
+
+        Batches of ``max(min_size, 2 * reserve)`` layouts are drawn until at least that many are
+        valid, so the pool never runs dry within a check period. Raises when a batch yields no valid
+        layout, or when the yield stays below 1/8 (the config makes start and goal nearly impossible)."""
+        target = max(self.min_size, 2 * self.reserve)
+        parts: list[Layout] = []
+        valids: list[torch.Tensor] = []
+        num_valid = 0
+        while num_valid < target:
+            for start in range(0, target, self.chunk):
+                k = min(self.chunk, target - start)
+                pool, valid = sample_layouts(self.spec, k, self.generator, self.device)
+                parts.append(pool)
+                valids.append(valid)
+            drawn = sum(v.numel() for v in valids)
+            num_valid = int(sum(v.sum() for v in valids))
+            if num_valid == 0 or (num_valid < target and drawn >= 8 * target):
+                self._fail(num_valid, drawn)
+        valid = torch.cat(valids)
+        if not self._checked:
+            self._checked = True
+            if num_valid < 0.5 * valid.numel():
+                warnings.warn(
+                    f"only {num_valid / valid.numel():.1%} of sampled layouts have a collision-free start "
+                    f"and goal; sampling slows down. Lower obstacle counts or sizes, or "
+                    f"min_start_goal_dist_m.",
+                    stacklevel=2,
+                )
         # Valid entries first, in sampling order; the cursor walks only over those.
         self._order = torch.argsort((~valid).to(torch.uint8), stable=True)
-        self._num_valid = valid.sum().clamp_min(1)
+        self._num_valid = torch.tensor(num_valid, device=self.device)
         self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
-        self._pool = pool
+        self._pool = parts[0] if len(parts) == 1 else Layout.cat(parts)
 
-    def _check(self, valid: torch.Tensor) -> None:
-        self._checked = True
-        frac = float(valid.float().mean())
+    def _fail(self, num_valid: int, drawn: int) -> None:
         s = self.spec
-        if frac == 0.0:
-            raise RuntimeError(
-                f"layout sampling found no collision-free start/goal in {valid.numel()} layouts after "
-                f"{s.rounds} rounds; lower obstacles.*_count or obstacle sizes, spawn_clearance_m "
-                f"({s.spawn_clearance_m}) or min_start_goal_dist_m ({s.min_start_goal_dist_m})"
-            )
-        if frac < 0.5:
-            warnings.warn(
-                f"only {frac:.1%} of sampled layouts have a collision-free start and goal; sampling "
-                f"slows down. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
-                stacklevel=2,
-            )
+        raise RuntimeError(
+            f"layout sampling found no collision-free start/goal in enough layouts (only {num_valid} of "
+            f"{drawn})"
+            f" after {s.rounds} rounds each; lower obstacles.*_count or obstacle sizes, spawn_clearance_m "
+            f"({s.spawn_clearance_m}) or min_start_goal_dist_m ({s.min_start_goal_dist_m})"
+        )

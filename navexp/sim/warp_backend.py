@@ -29,7 +29,14 @@ OVERFLOW_NAMES = {
     4: "broadphase (raise env.sim.nconmax_per_world)",
     8: "narrowphase/contact (raise env.sim.nconmax_per_world)",
     16: "ccd",
+    32: "hfield",
+    64: "contact match",
+    128: "nvmax",
+    256: "epa horizon",
 }
+"""mujoco_warp's OverflowType bits that mean a full buffer (results are wrong). Bits 512 and 1024
+(solver and line-search iteration limits reached) are not faults and are masked off."""
+BUFFER_OVERFLOW_MASK = sum(OVERFLOW_NAMES)
 
 
 @wp.kernel
@@ -115,7 +122,7 @@ class WarpSim:
         self._geom_size, self._geom_rbound = t(self.m.geom_size), t(self.m.geom_rbound)
         self._geom_aabb = t(self.m.geom_aabb)
         self.contact = t(self._contact)
-        self.overflow = t(self.d.overflow)
+        self._overflow_raw = t(self.d.overflow)
         self.nacon = t(self.d.nacon)
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
         self.ranges = torch.full((num_worlds, nb), max_range_m, device=self.device)
@@ -243,6 +250,11 @@ class WarpSim:
         miss = (d < 0) | (d > self.max_range_m) | ~torch.isfinite(d)
         self.ranges.copy_(d.masked_fill(miss, self.max_range_m))
 
+    @property
+    def overflow(self) -> torch.Tensor:
+        """[N] buffer-overflow bits of the last step (iteration-limit bits masked off)."""
+        return self._overflow_raw & BUFFER_OVERFLOW_MASK
+
     def synchronize(self) -> None:
         """Wait for queued device work (timing on CUDA)."""
         wp.synchronize_device(str(self.device))
@@ -262,7 +274,7 @@ def graph_support(device: torch.device) -> str | None:
     if device.type != "cuda":
         return f"device {device} is not CUDA"
     wdev = wp.get_device(str(device))
-    driver = wp.context.runtime.driver_version
+    driver = wp.get_cuda_driver_version()
     if driver is None:
         return "the CUDA driver version is unavailable"
     if tuple(driver) < GRAPH_MIN_DRIVER:
