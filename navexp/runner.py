@@ -48,7 +48,6 @@ class NavRunner(OnPolicyRunner):
         # collected on the device (rsl_rl's logger selects them by index, a host sync per step).
         self._returns = DeviceRing(self.logger.rewbuffer.maxlen, self.device)
         self._lengths = DeviceRing(self.logger.lenbuffer.maxlen, self.device)
-        self._rsl_process_env_step = self.logger.process_env_step
         self.logger.process_env_step = self._process_env_step
 
     # -- multi-process ---------------------------------------------------------------------
@@ -129,13 +128,9 @@ class NavRunner(OnPolicyRunner):
             bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
             params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
             if bad or not params_ok:
-                it = (
-                    self.current_learning_iteration
-                    if self._last_logged_it is None
-                    else self._last_logged_it + 1
-                )
                 raise NonFiniteLossError(
-                    f"non-finite PPO loss at iteration {it}: {bad or 'actor parameters'}; "
+                    f"non-finite PPO loss at iteration {self._current_iteration()}: "
+                    f"{bad or 'actor parameters'}; "
                     f"last finite checkpoint: {self.last_checkpoint or 'none written yet'}"
                 )
             return losses
@@ -143,12 +138,10 @@ class NavRunner(OnPolicyRunner):
         self.alg.update = guarded_update
 
     def _process_env_step(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
-        """rsl_rl's per-step episode bookkeeping, without waiting for the device."""
+        """rsl_rl's per-step episode bookkeeping, without waiting for the device (navexp configures
+        no RND, so there are no intrinsic rewards to book)."""
         lg = self.logger
         if lg.writer is None:
-            return
-        if intrinsic_rewards is not None:  # RND: rsl_rl's own path
-            self._rsl_process_env_step(rewards, dones, extras, intrinsic_rewards)
             return
         lg.cur_reward_sum += rewards
         lg.cur_episode_length += 1

@@ -51,11 +51,6 @@ class Layout:
         """Return the layouts of the worlds ``idx`` (a K' index or a K mask)."""
         return Layout(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
-    def assign(self, idx: torch.Tensor, other: Layout) -> None:
-        """Write ``other`` into the worlds ``idx`` in place."""
-        for f in fields(self):
-            getattr(self, f.name)[idx] = getattr(other, f.name)
-
     @staticmethod
     def cat(parts: list[Layout]) -> Layout:
         """The layouts of several batches, in order."""
