@@ -142,9 +142,12 @@ def test_ctrl_c_stops_both_ranks_with_rank0_checkpoint(tmp_path):
     saved = [ln for ln in lines if ln.startswith("[navexp] interrupted: saved")]
     assert len(saved) == 1, out[-4000:]
     assert "[navexp] rank 1: stopped with rank 0" in out
-    # The signal lands during iteration index 3 (or at the latest 4); that iteration is completed and saved.
+    # The signal is sent once iteration index 2 is printed ("it 3/200"). The ranks agree to stop at the
+    # next check after an iteration: right after index 2 when the signal beats that check (the ranks
+    # check just after printing), else after index 3 (or 4 on a loaded machine). The completed
+    # iteration is the one saved.
     it = int(saved[0].split("model_")[1].split(".pt")[0])
-    assert it in (3, 4)
+    assert it in (2, 3, 4)
     assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_0.pt", f"model_{it}.pt"]
 
 
