@@ -10,6 +10,20 @@ from omegaconf import DictConfig
 from navexp.config import register_configs
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+SCENARIO_DIR = CONFIG_DIR / "scenarios"
+"""Shipped scenario files, selected by name: ``env.scenarios=corridor``."""
+
+
+def resolve_scenario_path(name_or_path: str) -> Path:
+    """A path as given, or a shipped scenario name (``corridor`` -> configs/scenarios/corridor.yaml)."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p
+    shipped = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = sorted(f.stem for f in SCENARIO_DIR.glob("*.yaml"))
+    raise FileNotFoundError(f"env.scenarios={name_or_path!r}: no such file; shipped scenarios: {names}")
 
 
 def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:

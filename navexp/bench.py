@@ -23,6 +23,7 @@ import platform
 import resource
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import mujoco
@@ -45,22 +46,24 @@ class ClassicBaseline:
     """The same scene in classic MuJoCo: one MjData per world, Python loop, mj_multiRay LiDAR."""
 
     def __init__(self, env) -> None:
-        from navexp.sim import beam_angles
-        from navexp.sim.mujoco_backend import CONTROL, MujocoSim
-        from navexp.sim.scene import build_model
+        from navexp.sim import make_sim
+        from navexp.sim.layout import slot_poses
+        from navexp.sim.scene import PARK_Z_M, build_model
 
-        cfg = env.env_cfg
-        self.decimation = cfg.sim.decimation
-        self.max_range = cfg.lidar.max_range_m
-        self.angles = beam_angles(cfg.lidar.num_beams, cfg.lidar.fov_deg).double().numpy()
-        # The same scene and the env's current layouts, written by navexp's own classic-MuJoCo code,
-        # so both sides step identical worlds; the loops below are what a user would write.
-        ref = MujocoSim(
-            env.sim.spec, env.num_envs, "cpu", torch.from_numpy(self.angles), self.max_range, self.decimation
+        spec = replace(env.sim.sim_spec, device="cpu")
+        self.decimation = spec.decimation
+        self.max_range = spec.max_range_m
+        self.angles = np.array(spec.beam_angles_rad)
+        # The same scene and the env's current layouts: navexp's classic backend sizes one MjModel per
+        # world; the loops below are what a user would write.
+        layout = env.layout.to("cpu")
+        ref = make_sim("mujoco", spec)
+        ref.write_layouts(torch.ones(env.num_envs, dtype=torch.bool), layout)
+        self.z, self.robot_body = spec.scene.robot_z, ref.robot_body
+        pos, quat = (
+            x.double().numpy() for x in slot_poses(layout, spec.scene.obstacle_height_m / 2, PARK_Z_M)
         )
-        ref.write_layouts(torch.ones(env.num_envs, dtype=torch.bool), env.layout.to("cpu"))
-        self.z, self.robot_body = ref.spec.robot_z, ref.robot_body
-        plain = build_model(env.sim.spec)  # the MJCF without navexp's contact sensor
+        plain = build_model(spec.scene)  # the MJCF without navexp's contact sensor
         self.models, self.datas = [], []
         qpos = env.sim.qpos.detach().cpu().double().numpy()
         for w, sized in enumerate(ref.models):
@@ -69,7 +72,7 @@ class ClassicBaseline:
                 getattr(m, field)[:] = getattr(sized, field)
             self.models.append(m)
             d = mujoco.MjData(m)
-            mujoco.mj_setState(m, d, ref._control[w, 0], CONTROL)  # obstacle mocap poses
+            d.mocap_pos[:], d.mocap_quat[:] = pos[w], quat[w]  # mocap ids follow the slot order
             d.qpos[:] = qpos[w]
             mujoco.mj_forward(m, d)
             self.datas.append(d)

@@ -73,7 +73,8 @@ class LidarCfg:
 @dataclass
 class SimCfg:
     backend: str = "auto"
-    """auto | warp | mujoco. auto: MuJoCo Warp on CUDA, classic MuJoCo (faster there) on the CPU."""
+    """auto | warp | mujoco | <module>:<Class>. auto: MuJoCo Warp on CUDA, classic MuJoCo (faster there)
+    on the CPU. A class path selects your own backend (navexp.sim.base.Simulator)."""
     timestep_s: float = 0.02
     decimation: int = 5
     """Physics steps per control step: control period = timestep_s * decimation."""
@@ -83,6 +84,9 @@ class SimCfg:
     """warp: constraint rows per world."""
     cuda_graph: bool = True
     """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
+    nthread: int | None = None
+    """mujoco: worker threads of the rollout pool; None: every core this process may use (under
+    torchrun, its share)."""
 
 
 @dataclass

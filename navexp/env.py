@@ -16,12 +16,13 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from navexp.api import resolve_scenario_path
 from navexp.episode_stats import EpisodeStats
 from navexp.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
-from navexp.sim import beam_angles, make_sim, resolve_backend, resolve_device
+from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, LayoutPool, LayoutSpec, _rotate, nearest_obstacle
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
@@ -69,7 +70,7 @@ class NavEnv(VecEnv):
         self.scenarios: Layout | None = None
         if env_cfg.scenarios:
             fixed = load_scenarios(
-                env_cfg.scenarios,
+                resolve_scenario_path(str(env_cfg.scenarios)),
                 env_cfg.obstacles.cylinder_slots,
                 env_cfg.obstacles.box_slots,
                 self.half_x,
@@ -90,19 +91,13 @@ class NavEnv(VecEnv):
         self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
-        self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
-        self.sim = make_sim(
-            self.backend,
-            SceneSpec.from_env_cfg(env_cfg),
-            n,
-            str(dev),
-            beam_angles(env_cfg.lidar.num_beams, env_cfg.lidar.fov_deg),
-            env_cfg.lidar.max_range_m,
-            env_cfg.sim.decimation,
-            env_cfg.sim.nconmax_per_world,
-            env_cfg.sim.njmax_per_world,
-            env_cfg.sim.cuda_graph,
-        )
+        try:
+            self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
+        except ValueError as e:
+            raise ValueError(
+                f"env.sim.backend={env_cfg.sim.backend!r}, env.device={str(self.device)!r}: {e}"
+            ) from e
+        self.sim = make_sim(self.backend, self._sim_spec(env_cfg))
         # Config scalars the step reads, resolved once (an OmegaConf read costs tens of microseconds).
         self.goal_radius_m = float(env_cfg.goal_radius_m)
         self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
@@ -177,8 +172,13 @@ class NavEnv(VecEnv):
         self.episode_length_buf += active
         s.step += active
         compute_terminations(
-            s, active, self.episode_length_buf, self.max_episode_length, self.goal_radius_m,
-            self.half_x, self.half_y,
+            s,
+            active,
+            self.episode_length_buf,
+            self.max_episode_length,
+            self.goal_radius_m,
+            self.half_x,
+            self.half_y,
         )
         rewards = self.reward_manager.compute(s, active)
         dones = s.success | s.collision | s.out_of_bounds | s.time_out
@@ -212,7 +212,7 @@ class NavEnv(VecEnv):
         if pool_low and self.scenarios is None:
             self.layout_pool.refill()
         if faulty:
-            self.faults.raise_flagged(self.sim.overflow_reason, self.check_every)
+            self.faults.raise_flagged(self._overflow_reason, self.check_every)
 
     def pop_episode_log(self) -> dict[str, torch.Tensor]:
         """Means over the episodes finished since the last call, under the dashboard tags."""
@@ -223,6 +223,22 @@ class NavEnv(VecEnv):
         return self.stats.recent_success_rate()
 
     # -- internals --------------------------------------------------------------------------
+    def _sim_spec(self, env_cfg) -> SimSpec:
+        """The simulator's build values, taken out of the env config once."""
+        sim, lidar = env_cfg.sim, env_cfg.lidar
+        return SimSpec(
+            scene=SceneSpec.from_env_cfg(env_cfg),
+            num_worlds=self.num_envs,
+            device=str(self.device),
+            beam_angles_rad=tuple(beam_angles(lidar.num_beams, lidar.fov_deg).tolist()),
+            max_range_m=float(lidar.max_range_m),
+            decimation=int(sim.decimation),
+            nconmax_per_world=int(sim.nconmax_per_world),
+            njmax_per_world=int(sim.njmax_per_world),
+            cuda_graph=bool(sim.cuda_graph),
+            nthread=sim.nthread,
+        )
+
     def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
         if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):
             shape = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
@@ -298,6 +314,10 @@ class NavEnv(VecEnv):
         if self.range_noise_std_m > 0:
             eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
             s.scan = (s.scan_clean + self.range_noise_std_m * eps).clamp(0.0, self.dims.max_range_m)
+
+    def _overflow_reason(self, bits: int) -> str:
+        """The simulator's account of an overflow, with where its buffer sizes are configured."""
+        return f"{self.sim.overflow_reason(bits)} (buffer sizes: env.sim.nconmax_per_world, njmax_per_world)"
 
     def _flag_non_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
         if not self.check_finite:

@@ -153,7 +153,7 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
 
 def evaluation_record(cfg: DictConfig, checkpoint: str | None, overrides: list[str]) -> dict:
     """What an evaluation ran on: the checkpoint, the overrides, the scenario file and the layout seed."""
-    from navexp.sim.scenarios import resolve_scenario_path
+    from navexp.api import resolve_scenario_path
 
     scen = cfg.env.get("scenarios")
     return {

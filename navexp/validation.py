@@ -100,7 +100,11 @@ def validate_env_cfg(cfg: Any) -> None:
         f"> robot.radius_m ({robot.radius_m})",
     )
     _check(lidar.range_noise_std_m >= 0, "lidar.range_noise_std_m", lidar.range_noise_std_m, ">= 0")
-    _check(sim.backend in ("auto", "warp", "mujoco"), "sim.backend", sim.backend, "auto | warp | mujoco")
+    from navexp.sim.base import BACKENDS, backend_choices
+
+    known = sim.backend == "auto" or sim.backend in BACKENDS or ":" in str(sim.backend)
+    _check(known, "sim.backend", sim.backend, backend_choices())
+    _check(sim.nthread is None or sim.nthread >= 1, "sim.nthread", sim.nthread, "null or an integer >= 1")
     _check(sim.timestep_s > 0, "sim.timestep_s", sim.timestep_s, "> 0")
     _check(sim.decimation >= 1, "sim.decimation", sim.decimation, "an integer >= 1")
     _check(sim.nconmax_per_world >= 1, "sim.nconmax_per_world", sim.nconmax_per_world, ">= 1")
@@ -136,7 +140,7 @@ def _check_cuda(device: str) -> None:
 
 def check_scenario_file(name_or_path: str) -> None:
     """Parse a scenario YAML; a syntax error names the file, line and column (not ``<unicode string>``)."""
-    from navexp.sim.scenarios import resolve_scenario_path
+    from navexp.api import resolve_scenario_path
 
     file = resolve_scenario_path(name_or_path)
     try:

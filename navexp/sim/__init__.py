@@ -1,11 +1,7 @@
-"""Simulation layer (knows nothing of RL): scene, layouts, scenarios and two interchangeable backends.
+"""Simulation layer (knows nothing of RL): scene, layouts, scenarios and interchangeable backends.
 
-Both backends take the same constructor arguments and expose the same tensors and methods:
-``qpos``/``qvel``/``ctrl`` [N, 3], ``contact`` [N], ``overflow`` [N] (per-world bitmask, 0: none),
-``ranges`` [N, B]; ``write_layouts(mask, layout)`` (worlds where the [N] bool mask is set take their
-row of an N-row layout), ``step()`` (physics; ``contact`` covers the substeps and the final pose),
-``sense(changed)`` (bring ``ranges`` up to date at the current poses; ``changed`` marks worlds
-written since the last step), ``synchronize()``, ``overflow_reason(bits)``.
+The backend contract is ``navexp.sim.base.Simulator`` (built from a ``SimSpec`` by ``make_sim``);
+the built-in backends are ``warp`` (MuJoCo Warp, CPU and CUDA) and ``mujoco`` (classic MuJoCo, CPU).
 """
 
 from __future__ import annotations
@@ -14,7 +10,18 @@ import math
 
 import torch
 
-BACKENDS = ("auto", "warp", "mujoco")
+from navexp.sim.base import BACKENDS, SimSpec, Simulator, make_sim, register_backend, resolve_backend
+
+__all__ = [
+    "BACKENDS",
+    "Simulator",
+    "SimSpec",
+    "beam_angles",
+    "make_sim",
+    "register_backend",
+    "resolve_backend",
+    "resolve_device",
+]
 
 
 def resolve_device(device: str) -> str:
@@ -26,31 +33,6 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"env.device={device!r} but CUDA is not available here; use env.device=cpu or auto")
     return device
-
-
-def resolve_backend(backend: str, device: str) -> str:
-    """``auto`` -> ``warp`` on CUDA, ``mujoco`` (classic MuJoCo) on the CPU."""
-    if backend not in BACKENDS:
-        raise ValueError(f"env.sim.backend={backend!r} is invalid; allowed: {' | '.join(BACKENDS)}")
-    if backend == "auto":
-        return "warp" if device.startswith("cuda") else "mujoco"
-    if backend == "mujoco" and device != "cpu":
-        raise ValueError(
-            f"env.sim.backend=mujoco runs on the CPU, not env.device={device!r}; "
-            f"use env.device=cpu or env.sim.backend=warp"
-        )
-    return backend
-
-
-def make_sim(backend: str, *args, **kwargs):
-    """Build the chosen backend (``warp`` or ``mujoco``) with WarpSim's constructor arguments."""
-    if backend == "warp":
-        from navexp.sim.warp_backend import WarpSim
-
-        return WarpSim(*args, **kwargs)
-    from navexp.sim.mujoco_backend import MujocoSim
-
-    return MujocoSim(*args, **kwargs)
 
 
 def beam_angles(num_beams: int, fov_deg: float) -> torch.Tensor:

@@ -28,8 +28,9 @@ import numpy as np
 import torch
 from mujoco import rollout
 
+from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.scene import PARK_Z_M, SceneSpec, build_model
+from navexp.sim.scene import PARK_Z_M, build_model
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
 """Rollout state: time, qpos (x, y, yaw), qvel."""
@@ -49,27 +50,16 @@ _FULL = (mujoco.mjtWarning.mjWARN_CONTACTFULL, mujoco.mjtWarning.mjWARN_CNSTRFUL
 class MujocoSim:
     """``num_worlds`` copies of the scene stepped by classic MuJoCo on the CPU (same API as WarpSim)."""
 
-    def __init__(
-        self,
-        spec: SceneSpec,
-        num_worlds: int,
-        device: str,
-        beam_angles: torch.Tensor,
-        max_range_m: float,
-        decimation: int,
-        nconmax_per_world: int = 0,
-        njmax_per_world: int = 0,
-        cuda_graph: bool = False,
-    ) -> None:
-        if device != "cpu":
-            raise ValueError(
-                f"env.sim.backend=mujoco runs on the CPU, not env.device={device!r}; "
-                f"use env.device=cpu or env.sim.backend=warp"
-            )
+    DEVICE_TYPES = ("cpu",)
+
+    def __init__(self, sim_spec: SimSpec) -> None:
+        spec = sim_spec.scene
+        num_worlds, decimation = sim_spec.num_worlds, sim_spec.decimation
+        self.sim_spec = sim_spec
         self.spec, self.num_worlds, self.decimation = spec, num_worlds, decimation
         self.device = torch.device("cpu")
-        self.max_range_m = max_range_m
-        angles = beam_angles.to(torch.float64).cpu().numpy()
+        self.max_range_m = sim_spec.max_range_m
+        angles = np.array(sim_spec.beam_angles_rad, dtype=np.float64)
         self.mjm: mujoco.MjModel = build_model(spec, contact_sensor=True)
         self.sense_mjm: mujoco.MjModel = build_model(spec, contact_sensor=True, beam_angles_rad=angles)
         m = self.mjm
@@ -93,7 +83,8 @@ class MujocoSim:
         # One model copy per world and per pass (sizes differ between worlds).
         self.models = [copy.copy(m) for _ in range(num_worlds)]
         self.sense_models = [copy.copy(self.sense_mjm) for _ in range(num_worlds)]
-        nthread = max(1, min(os.cpu_count() or 1, num_worlds))
+        nthread = max(1, min(sim_spec.nthread or os.cpu_count() or 1, num_worlds))
+        self.nthread = nthread
         self._thread_data = [mujoco.MjData(m) for _ in range(nthread)]
         self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
         self._rollout = rollout.Rollout(nthread=nthread)
@@ -110,7 +101,7 @@ class MujocoSim:
         self.ctrl = torch.zeros(num_worlds, 3)
         self.contact = torch.zeros(num_worlds, dtype=torch.int32)
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
-        self.ranges = torch.full((num_worlds, angles.size), max_range_m)
+        self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool),
             Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu"),

@@ -23,20 +23,7 @@ import yaml
 
 from navexp.sim.layout import Layout, nearest_obstacle
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "configs" / "scenarios"
 KINDS = {"cylinder": ("x", "y", "radius"), "box": ("x", "y", "half_x", "half_y")}
-
-
-def resolve_scenario_path(name_or_path: str) -> Path:
-    """A path as given, or a shipped scenario name (``corridor`` -> configs/scenarios/corridor.yaml)."""
-    p = Path(name_or_path).expanduser()
-    if p.is_file():
-        return p
-    shipped = SCENARIO_DIR / f"{name_or_path}.yaml"
-    if shipped.is_file():
-        return shipped
-    names = sorted(f.stem for f in SCENARIO_DIR.glob("*.yaml"))
-    raise FileNotFoundError(f"env.scenarios={name_or_path!r}: no such file; shipped scenarios: {names}")
 
 
 def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
@@ -51,10 +38,11 @@ def _num(entry: dict, key: str, where: str, default: float | None = None) -> flo
 
 
 def load_scenarios(
-    path: str, cylinder_slots: int, box_slots: int, half_x: float, half_y: float, robot_radius_m: float
+    file: Path, cylinder_slots: int, box_slots: int, half_x: float, half_y: float, robot_radius_m: float
 ) -> Layout:
-    """Parse and validate a scenario file into a Layout with one entry per scenario."""
-    file = resolve_scenario_path(path)
+    """Parse and validate a scenario file into a Layout with one entry per scenario (the app resolves
+    shipped scenario names to files: navexp.api.resolve_scenario_path)."""
+    file = Path(file)
     data = yaml.safe_load(file.read_text())
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
         raise ValueError(f"{file}: expected a top-level 'scenarios:' list with at least one entry")

@@ -17,17 +17,18 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
+from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.scene import PARK_Z_M, SceneSpec, build_model
+from navexp.sim.scene import PARK_Z_M, build_model
 
 GRAPH_MIN_DRIVER = (12, 4)
 """Oldest CUDA driver whose graphs hold conditional nodes (mujoco_warp's solver loops)."""
 
 OVERFLOW_NAMES = {
-    1: "nefc > njmax (raise env.sim.njmax_per_world)",
+    1: "nefc > njmax (raise njmax_per_world)",
     2: "njmax_nnz",
-    4: "broadphase (raise env.sim.nconmax_per_world)",
-    8: "narrowphase/contact (raise env.sim.nconmax_per_world)",
+    4: "broadphase (raise nconmax_per_world)",
+    8: "narrowphase/contact (raise nconmax_per_world)",
     16: "ccd",
     32: "hfield",
     64: "contact match",
@@ -73,21 +74,14 @@ class WarpSim:
         max range read max_range_m.
     """
 
-    def __init__(
-        self,
-        spec: SceneSpec,
-        num_worlds: int,
-        device: str,
-        beam_angles: torch.Tensor,
-        max_range_m: float,
-        decimation: int,
-        nconmax_per_world: int,
-        njmax_per_world: int,
-        cuda_graph: bool = True,
-    ) -> None:
-        self.spec, self.num_worlds, self.decimation = spec, num_worlds, decimation
+    DEVICE_TYPES = ("cpu", "cuda")
+
+    def __init__(self, sim_spec: SimSpec) -> None:
+        spec, num_worlds, device = sim_spec.scene, sim_spec.num_worlds, sim_spec.device
+        self.sim_spec = sim_spec
+        self.spec, self.num_worlds, self.decimation = spec, num_worlds, sim_spec.decimation
         self.device = torch.device(device)
-        self.max_range_m = max_range_m
+        self.max_range_m = sim_spec.max_range_m
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
         slots = [f"cyl{i}" for i in range(spec.cylinder_slots)] + [f"box{i}" for i in range(spec.box_slots)]
@@ -95,7 +89,8 @@ class WarpSim:
         # Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive.
         contiguous = geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
         self._slot_cols: slice | torch.Tensor = (
-            slice(geoms[0], geoms[0] + len(geoms)) if geoms and contiguous
+            slice(geoms[0], geoms[0] + len(geoms))
+            if geoms and contiguous
             else torch.tensor(geoms, dtype=torch.long, device=self.device)
         )
         # mocap ids follow body order: cylinders first, then boxes (see scene._obstacles).
@@ -104,10 +99,14 @@ class WarpSim:
             batched = {"geom_size": num_worlds, "geom_rbound": num_worlds, "geom_aabb": num_worlds}
             self.m = mjw.put_model(self.mjm, batch_sizes=batched)
             self.d = mjw.make_data(
-                self.mjm, nworld=num_worlds, nconmax=nconmax_per_world, njmax=njmax_per_world
+                self.mjm,
+                nworld=num_worlds,
+                nconmax=sim_spec.nconmax_per_world,
+                njmax=sim_spec.njmax_per_world,
             )
-            nb = beam_angles.numel()
-            self._angles = wp.from_torch(beam_angles.to(self.device, torch.float32).contiguous())
+            nb = sim_spec.num_beams
+            angles = torch.tensor(sim_spec.beam_angles_rad, dtype=torch.float32, device=self.device)
+            self._angles = wp.from_torch(angles)
             self._pnt = wp.zeros((num_worlds, nb), dtype=wp.vec3)
             self._vec = wp.zeros((num_worlds, nb), dtype=wp.vec3)
             self._dist = wp.zeros((num_worlds, nb), dtype=float)
@@ -125,12 +124,12 @@ class WarpSim:
         self._overflow_raw = t(self.d.overflow)
         self.nacon = t(self.d.nacon)
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
-        self.ranges = torch.full((num_worlds, nb), max_range_m, device=self.device)
+        self.ranges = torch.full((num_worlds, nb), self.max_range_m, device=self.device)
         self._robot_z = float(spec.robot_z)
         self._geomgroup = wp.types.vector(length=6, dtype=wp.uint8)(*([255] * 6))
         self._graphs: dict[str, wp.Graph] = {}
         self.graph_enabled = False
-        if cuda_graph and self.device.type == "cuda":
+        if sim_spec.cuda_graph and self.device.type == "cuda":
             why_not = graph_support(self.device)
             self.graph_enabled = why_not is None
             if why_not is not None:
