@@ -19,11 +19,12 @@ from tensordict import TensorDict
 from navexp.api import resolve_scenario_path
 from navexp.episode_stats import EpisodeStats
 from navexp.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
+from navexp.layout_sampling import LayoutPool, LayoutSpec
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
 from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
-from navexp.sim.layout import Layout, LayoutPool, LayoutSpec, _rotate, nearest_obstacle
+from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.state import EnvDims, NavState
@@ -254,7 +255,7 @@ class NavEnv(VecEnv):
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
         # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
-        v_world = _rotate(a[:, :2] * self.max_lin_vel_mps, self.sim.qpos[:, 2])
+        v_world = rotate_xy(a[:, :2] * self.max_lin_vel_mps, self.sim.qpos[:, 2])
         self.sim.ctrl[:, :2] = v_world
         self.sim.ctrl[:, 2] = a[:, 2] * self.max_ang_vel_radps
 
@@ -283,7 +284,7 @@ class NavEnv(VecEnv):
         s, sim = self.state, self.sim
         s.pos_xy, s.yaw = sim.qpos[:, :2].clone(), sim.qpos[:, 2].clone()
         s.vel_world, s.omega = sim.qvel[:, :2].clone(), sim.qvel[:, 2].clone()
-        s.vel_body = _rotate(s.vel_world, -s.yaw)
+        s.vel_body = rotate_xy(s.vel_world, -s.yaw)
         s.goal_xy = self.layout.goal_xy.clone()
         to_goal = s.goal_xy - s.pos_xy
         s.goal_dist = to_goal.norm(dim=-1)
@@ -295,7 +296,7 @@ class NavEnv(VecEnv):
             direction = closest.squeeze(1) - s.pos_xy
             direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
             s.clearance = dist.squeeze(1)
-            s.nearest_dir_body = _rotate(direction, -s.yaw)
+            s.nearest_dir_body = rotate_xy(direction, -s.yaw)
 
     def _restart_history(self, mask: torch.Tensor) -> None:
         """A new episode in the worlds ``mask`` has no past: its window holds the start position, no

@@ -112,9 +112,7 @@ def test_resets_elsewhere_leave_a_running_world_bit_for_bit_unchanged(scenario_f
 def test_the_first_step_advances_exactly_one_control_step(scenario_file):
     """warp: 1.5 m/s forward for one 0.1 s control step from rest moves the robot 0.15 m (+- 0.02 for
     the servo's rise), not 0.30 m (two steps)."""
-    env = build_env(
-        "env.sim.backend=warp", "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}"
-    )
+    env = build_env("env.sim.backend=warp", "env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
     env.step(FORWARD.repeat(2, 1))
     assert abs(env.state.pos_xy[1, 1].item() - 0.15) < 0.02  # world 1 faces +y
 

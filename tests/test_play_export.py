@@ -31,7 +31,7 @@ def recorded(run_dir):
     from navexp.checkpoint import load_checkpoint
     from navexp.env import NavEnv
     from navexp.evaluate import build_actor, load_run_config
-    from navexp.sim.layout import _rotate
+    from navexp.sim.layout import rotate_xy
 
     ckpt = load_checkpoint(run_dir)
     cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
@@ -42,7 +42,7 @@ def recorded(run_dir):
         for _ in range(6):
             o = env.get_observations()
             s = env.state
-            goal_body = _rotate(s.goal_xy - s.pos_xy, -s.yaw)
+            goal_body = rotate_xy(s.goal_xy - s.pos_xy, -s.yaw)
             obs.append(o["policy"].clone())
             raw += [
                 (
