@@ -29,6 +29,9 @@ class ObstaclesCfg:
     """Cylinder obstacles compiled into the model; unused ones are parked below the floor."""
     box_slots: int = 4
     """Box obstacles compiled into the model (random yaw per episode)."""
+    wall_slots: int = 0
+    """Wall segments (boxes in slots of their own, after the boxes) compiled into the model; the map
+    families other than ``random`` and occupancy-grid maps place their walls here."""
     cylinder_count: list[int] = field(default_factory=lambda: [2, 5])
     """[min, max] cylinders placed per episode (inclusive), max <= cylinder_slots."""
     box_count: list[int] = field(default_factory=lambda: [1, 3])
@@ -89,6 +92,78 @@ class SimCfg:
     torchrun, its share)."""
 
 
+def _default_family_weights() -> dict[str, float]:
+    from navexp.maps.families import FAMILIES
+
+    return {name: (1.0 if name == "random" else 0.0) for name in FAMILIES}
+
+
+@dataclass
+class CorridorCfg:
+    walls: list[int] = field(default_factory=lambda: [1, 2])
+    """[min, max] cross walls between start and goal, one gap (door) each; 2 wall slots per wall."""
+
+
+@dataclass
+class StaggeredCfg:
+    walls: list[int] = field(default_factory=lambda: [2, 3])
+    """[min, max] parallel cross walls, gaps at alternating ends (a slalom); 1 wall slot each."""
+
+
+@dataclass
+class CulDeSacCfg:
+    width_m: list[float] = field(default_factory=lambda: [1.2, 2.2])
+    """[min, max] inner width of the U (its opening faces the start); 3 wall slots."""
+    depth_m: list[float] = field(default_factory=lambda: [1.0, 2.0])
+    """[min, max] length of the U's arms."""
+
+
+@dataclass
+class ClutteredCfg:
+    count: list[int] = field(default_factory=lambda: [8, 14])
+    """[min, max] small cylinders (cylinder slots), max <= obstacles.cylinder_slots."""
+    radius_m: list[float] = field(default_factory=lambda: [0.1, 0.25])
+
+
+@dataclass
+class GridMapCfg:
+    cell_m: float = 0.6
+    """Cell of the cellular-automaton grid (BARN style); runs of occupied cells merge into walls."""
+    fill: list[float] = field(default_factory=lambda: [0.35, 0.5])
+    """[min, max] initial probability that a cell is occupied."""
+    smooth_steps: int = 1
+    """Automaton steps: a cell is occupied when >= 5 of its 3x3 neighbourhood (itself included) are."""
+
+
+@dataclass
+class MapsCfg:
+    """Map families mixed by weight (navexp/maps/); the default is today's random layouts only."""
+
+    weights: dict[str, float] = field(default_factory=_default_family_weights)
+    """Weight per family (every family is listed so it can be set from the command line):
+    random | corridor | staggered | cul_de_sac | cluttered | grid. Normalised; 0 = off."""
+    rng: str = "stream"
+    """stream: layouts come from one generator stream seeded by seed + layout_seed_offset (today's
+    layouts; no per-layout id). hashed: layout (family, seed) is drawn from a counter-based hash of its
+    id, so it can be regenerated from it, and training and evaluation seeds lie in disjoint ranges."""
+    split: str = "train"
+    """train | eval: the seed range hashed layouts come from (evaluation sets eval)."""
+    check_path: bool | None = None
+    """Reject layouts without a free path from start to goal for the robot radius and record the
+    shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
+    path_cell_m: float = 0.2
+    """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
+    most 2.7 %); 0.1 is finer and about 4x slower (on a CPU: about 5 ms a layout at 0.2)."""
+    wall_half_thickness_m: float = 0.1
+    gap_m: list[float] = field(default_factory=lambda: [0.9, 1.4])
+    """[min, max] width of a door (corridor, staggered); must exceed the robot diameter."""
+    corridor: CorridorCfg = field(default_factory=CorridorCfg)
+    staggered: StaggeredCfg = field(default_factory=StaggeredCfg)
+    cul_de_sac: CulDeSacCfg = field(default_factory=CulDeSacCfg)
+    cluttered: ClutteredCfg = field(default_factory=ClutteredCfg)
+    grid: GridMapCfg = field(default_factory=GridMapCfg)
+
+
 @dataclass
 class EnvCfg:
     num_envs: int = 64
@@ -109,8 +184,10 @@ class EnvCfg:
     """Control steps of position history kept (reward terms such as stuck read it)."""
     auto_reset: bool = True
     """Reset finished worlds inside step (training). False: hold them until reset() (evaluation)."""
+    maps: MapsCfg = field(default_factory=MapsCfg)
     scenarios: str | None = None
-    """Fixed-layout YAML (path, or a name in configs/scenarios/); worlds cycle through its entries."""
+    """Fixed-layout YAML (path, or a name in configs/scenarios/), or a ROS map_server map YAML (an
+    occupancy grid, merged into wall slots); worlds cycle through its entries."""
     layout_seed_offset: int = 0
     """Added to the seed for layout sampling; evaluation uses a separate, held-out offset."""
     check_finite: bool = True

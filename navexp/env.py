@@ -19,13 +19,15 @@ from tensordict import TensorDict
 from navexp.api import resolve_scenario_path
 from navexp.episode_stats import EpisodeStats
 from navexp.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
-from navexp.layout_sampling import LayoutPool, LayoutSpec
+from navexp.layout_sampling import LayoutSpec
+from navexp.maps import MapSpec
+from navexp.maps.pool import LayoutPool
+from navexp.maps.scenario_files import load_scenario_file
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
 from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
-from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.state import EnvDims, NavState
 from navexp.validation import validate_env_cfg
@@ -68,15 +70,11 @@ class NavEnv(VecEnv):
         # The analytic nearest-surface query runs only while an active term reads its result.
         self.needs_clearance = bool(self.obs_manager.reads | self.reward_manager.reads)
         self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
+        self.map_spec = MapSpec.from_env_cfg(env_cfg)
         self.scenarios: Layout | None = None
         if env_cfg.scenarios:
-            fixed = load_scenarios(
-                resolve_scenario_path(str(env_cfg.scenarios)),
-                env_cfg.obstacles.cylinder_slots,
-                env_cfg.obstacles.box_slots,
-                self.half_x,
-                self.half_y,
-                robot.radius_m,
+            fixed = load_scenario_file(
+                resolve_scenario_path(str(env_cfg.scenarios)), self.layout_spec, self.map_spec
             )
             self.scenarios = fixed.to(dev)
         every = env_cfg.check_every
@@ -89,7 +87,7 @@ class NavEnv(VecEnv):
         # most resets possible until the next check (every world, every step; without auto-reset only
         # reset() takes layouts, and it checks right after).
         reserve = n * self.check_every if env_cfg.auto_reset else n
-        self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev)
+        self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev, maps=self.map_spec)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
         try:
@@ -109,7 +107,9 @@ class NavEnv(VecEnv):
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
             self.state.nearest_dir_body.fill_(float("nan"))
-        self.layout = Layout.empty(n, env_cfg.obstacles.cylinder_slots, env_cfg.obstacles.box_slots, dev)
+        obst = env_cfg.obstacles
+        self.layout = Layout.empty(n, obst.cylinder_slots, obst.box_slots, dev, obst.wall_slots)
+        """[N] the layout each world plays (its map family, seed and shortest path included)."""
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)

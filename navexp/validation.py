@@ -48,6 +48,7 @@ def validate_env_cfg(cfg: Any) -> None:
         _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
     _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
     _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
+    _check(obst.wall_slots >= 0, "obstacles.wall_slots", obst.wall_slots, ">= 0")
     _check_range("obstacles.cylinder_count", obst.cylinder_count, 0)
     _check_range("obstacles.box_count", obst.box_count, 0)
     _check(
@@ -123,8 +124,52 @@ def validate_env_cfg(cfg: Any) -> None:
         cfg.check_every,
         "null (once per PPO rollout) or an integer >= 1",
     )
+    _validate_maps(cfg)
     if cfg.get("scenarios"):
         check_scenario_file(str(cfg.scenarios))
+
+
+def _validate_maps(cfg: Any) -> None:
+    """The map families (env.maps): known names, weights, seeds, sizes that fit the slots and the room."""
+    from navexp.maps.families import FAMILIES, MapSpec, wall_slots_needed
+    from navexp.maps.random_source import SPLITS
+
+    maps, obst, robot = cfg.maps, cfg.obstacles, cfg.robot
+    for name, w in maps.weights.items():
+        _check(name in FAMILIES, f"maps.weights.{name}", w, f"a family of {' | '.join(FAMILIES)}")
+        _check(w >= 0, f"maps.weights.{name}", w, ">= 0")
+    _check(sum(maps.weights.values()) > 0, "maps.weights", dict(maps.weights), "at least one weight > 0")
+    _check(maps.rng in ("stream", "hashed"), "maps.rng", maps.rng, "stream | hashed")
+    _check(maps.split in SPLITS, "maps.split", maps.split, " | ".join(SPLITS))
+    _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
+    _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
+    _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
+    _check_range("maps.corridor.walls", maps.corridor.walls, 1)
+    _check_range("maps.staggered.walls", maps.staggered.walls, 1)
+    _check_range("maps.cul_de_sac.width_m", maps.cul_de_sac.width_m, 2 * robot.radius_m + 1e-3)
+    _check_range("maps.cul_de_sac.depth_m", maps.cul_de_sac.depth_m, 1e-3)
+    _check_range("maps.cluttered.count", maps.cluttered.count, 0)
+    _check_range("maps.cluttered.radius_m", maps.cluttered.radius_m, 1e-3)
+    _check_range("maps.grid.fill", maps.grid.fill, 0)
+    _check(maps.grid.fill[1] <= 1, "maps.grid.fill", list(maps.grid.fill), "probabilities in [0, 1]")
+    _check(maps.grid.cell_m > 0, "maps.grid.cell_m", maps.grid.cell_m, "> 0")
+    _check(maps.grid.smooth_steps >= 0, "maps.grid.smooth_steps", maps.grid.smooth_steps, ">= 0")
+    spec = MapSpec.from_env_cfg(cfg)
+    for name, _ in spec.active_families:
+        need = wall_slots_needed(spec, name)
+        _check(
+            obst.wall_slots >= need,
+            "obstacles.wall_slots",
+            obst.wall_slots,
+            f">= {need} for map family {name} (env.maps.weights.{name} > 0)",
+        )
+        if name == "cluttered":
+            _check(
+                maps.cluttered.count[1] <= obst.cylinder_slots,
+                "maps.cluttered.count",
+                list(maps.cluttered.count),
+                f"max <= obstacles.cylinder_slots ({obst.cylinder_slots})",
+            )
 
 
 def _check_cuda(device: str) -> None:

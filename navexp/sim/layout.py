@@ -1,9 +1,10 @@
 """Per-world layouts: obstacle slots, robot start and goal, and their 2D geometry (the sampling of
-random layouts is the task's: navexp/layout_sampling.py).
+random layouts is the task's: navexp/layout_sampling.py and navexp/maps/).
 
 A ``Layout`` holds K worlds' layouts as torch tensors (world frame, metres, radians). Obstacles are
 vertical extrusions, so free space is a 2D question: the signed distance from a point to a
-cylinder is ``|p - c| - r`` and to a box the usual rotated-rectangle distance.
+cylinder is ``|p - c| - r`` and to a box the usual rotated-rectangle distance. Wall segments are
+boxes in slots of their own (after the boxes), so every geometry query treats them as boxes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,37 @@ class Layout:
     """[K] start yaw."""
     goal_xy: torch.Tensor
     """[K, 2] goal position."""
+    wall_xy: torch.Tensor | None = None
+    """[K, W, 2] wall segment centres (boxes in slots of their own; None: no wall slots)."""
+    wall_half: torch.Tensor | None = None
+    """[K, W, 2] wall half-extents along the wall's own x and y."""
+    wall_yaw: torch.Tensor | None = None
+    """[K, W] wall yaw."""
+    wall_active: torch.Tensor | None = None
+    """[K, W] bool."""
+    family: torch.Tensor | None = None
+    """[K] long: the map family that made the layout (index into navexp.maps.FAMILIES; -1 unknown)."""
+    seed: torch.Tensor | None = None
+    """[K] long: the layout's seed; (family, seed) regenerates it (navexp.maps.generate_layouts).
+    -1 for layouts drawn from a generator stream or loaded from a file."""
+    shortest_path_m: torch.Tensor | None = None
+    """[K] shortest collision-free path from start to goal for the robot radius, measured on the
+    occupancy grid (navexp.maps.grid_path); NaN where it was not computed, inf where none exists."""
+
+    def __post_init__(self) -> None:
+        # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
+        k, dev = self.robot_xy.shape[0], self.robot_xy.device
+        if self.wall_xy is None:
+            self.wall_xy = torch.zeros(k, 0, 2, device=dev)
+            self.wall_half = torch.zeros(k, 0, 2, device=dev)
+            self.wall_yaw = torch.zeros(k, 0, device=dev)
+            self.wall_active = torch.zeros(k, 0, dtype=torch.bool, device=dev)
+        if self.family is None:
+            self.family = torch.full((k,), -1, dtype=torch.long, device=dev)
+        if self.seed is None:
+            self.seed = torch.full((k,), -1, dtype=torch.long, device=dev)
+        if self.shortest_path_m is None:
+            self.shortest_path_m = torch.full((k,), float("nan"), device=dev)
 
     @property
     def num_worlds(self) -> int:
@@ -63,7 +95,9 @@ class Layout:
             mine.copy_(torch.where(m, theirs, mine))
 
     @staticmethod
-    def empty(k: int, cylinder_slots: int, box_slots: int, device: torch.device | str) -> Layout:
+    def empty(
+        k: int, cylinder_slots: int, box_slots: int, device: torch.device | str, wall_slots: int = 0
+    ) -> Layout:
         """K layouts with every slot inactive and robot and goal at the origin."""
         z = dict(device=device)
         return Layout(
@@ -77,29 +111,48 @@ class Layout:
             robot_xy=torch.zeros(k, 2, **z),
             robot_yaw=torch.zeros(k, **z),
             goal_xy=torch.zeros(k, 2, **z),
+            wall_xy=torch.zeros(k, wall_slots, 2, **z),
+            wall_half=torch.full((k, wall_slots, 2), 0.1, **z),
+            wall_yaw=torch.zeros(k, wall_slots, **z),
+            wall_active=torch.zeros(k, wall_slots, dtype=torch.bool, **z),
+        )
+
+    @property
+    def wall_slots(self) -> int:
+        return self.wall_xy.shape[1]
+
+    def boxes_and_walls(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Boxes, then walls, as one set of rotated rectangles: centres [K, B+W, 2], half-extents
+        [K, B+W, 2], yaws [K, B+W], active [K, B+W] (the slot order of the simulator)."""
+        return (
+            torch.cat((self.box_xy, self.wall_xy), dim=1),
+            torch.cat((self.box_half, self.wall_half), dim=1),
+            torch.cat((self.box_yaw, self.wall_yaw), dim=1),
+            torch.cat((self.box_active, self.wall_active), dim=1),
         )
 
 
 def slot_poses(layout: Layout, half_height: float, park_z: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Mocap positions [K, S, 3] and quaternions (w, x, y, z) [K, S, 4] of the obstacle slots
-    (cylinders first): active slots stand on the floor (centre at ``half_height``), inactive ones
-    are parked at ``park_z``; boxes turn by their yaw about z."""
-    active = torch.cat((layout.cyl_active, layout.box_active), dim=1)
+    (cylinders, then boxes, then walls): active slots stand on the floor (centre at ``half_height``),
+    inactive ones are parked at ``park_z``; boxes and walls turn by their yaw about z."""
+    rect_xy, _, rect_yaw, rect_active = layout.boxes_and_walls()
+    active = torch.cat((layout.cyl_active, rect_active), dim=1)
     z = torch.where(active, half_height, park_z).unsqueeze(-1)
-    pos = torch.cat((torch.cat((layout.cyl_xy, layout.box_xy), dim=1), z), dim=2)
-    half_yaw = torch.cat((torch.zeros_like(layout.cyl_r), layout.box_yaw), dim=1) / 2
+    pos = torch.cat((torch.cat((layout.cyl_xy, rect_xy), dim=1), z), dim=2)
+    half_yaw = torch.cat((torch.zeros_like(layout.cyl_r), rect_yaw), dim=1) / 2
     zero = torch.zeros_like(half_yaw)
     return pos, torch.stack((torch.cos(half_yaw), zero, zero, torch.sin(half_yaw)), dim=-1)
 
 
 def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """MuJoCo geom sizes [K, S, 3] of the obstacle slots (cylinders first) and their half-extents
-    [K, S, 3] (the local AABB; a cylinder's is (r, r, h/2))."""
+    """MuJoCo geom sizes [K, S, 3] of the obstacle slots (cylinders, boxes, walls) and their
+    half-extents [K, S, 3] (the local AABB; a cylinder's is (r, r, h/2))."""
     r = layout.cyl_r
     hz = torch.full_like(r, half_height)
     cyl_size = torch.stack((r, hz, torch.zeros_like(r)), dim=-1)
     cyl_half = torch.stack((r, r, hz), dim=-1)
-    bh = layout.box_half
+    bh = layout.boxes_and_walls()[1]
     box_hz = torch.full_like(bh[..., 0], half_height)
     box = torch.cat((bh, box_hz.unsqueeze(-1)), dim=-1)
     return torch.cat((cyl_size, box), dim=1), torch.cat((cyl_half, box), dim=1)
@@ -121,13 +174,14 @@ def _cylinder_parts(p: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torc
 
 
 def _box_parts(p: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-box signed distance [K, P, B] (the rotated-rectangle distance in the box frame
-    ``q = R(-yaw)(p - c)``, inf for inactive slots), ``q`` and ``|q| - half``."""
-    q = rotate_xy(p - layout.box_xy.unsqueeze(1), -layout.box_yaw.unsqueeze(1))  # [K, P, B, 2]
-    excess = q.abs() - layout.box_half.unsqueeze(1)
+    """Per-box (boxes, then walls) signed distance [K, P, B+W] (the rotated-rectangle distance in
+    the box frame ``q = R(-yaw)(p - c)``, inf for inactive slots), ``q`` and ``|q| - half``."""
+    xy, half, yaw, active = layout.boxes_and_walls()
+    q = rotate_xy(p - xy.unsqueeze(1), -yaw.unsqueeze(1))  # [K, P, B+W, 2]
+    excess = q.abs() - half.unsqueeze(1)
     outside = excess.clamp_min(0).norm(dim=-1)
     inside = excess.max(dim=-1).values.clamp_max(0)
-    d = torch.where(layout.box_active.unsqueeze(1), outside + inside, float("inf"))
+    d = torch.where(active.unsqueeze(1), outside + inside, float("inf"))
     return d, q, excess
 
 
@@ -166,7 +220,8 @@ def nearest_obstacle(
     c_cyl = layout.cyl_xy.unsqueeze(1) + rel / norm.unsqueeze(-1) * r.unsqueeze(-1)
     # Boxes: the closest point is q clamped to the box...
     d_box, q, excess = _box_parts(p, layout)
-    half = layout.box_half.unsqueeze(1)
+    rect_xy, rect_half, rect_yaw, _ = layout.boxes_and_walls()
+    half = rect_half.unsqueeze(1)
     q_clamped = torch.maximum(torch.minimum(q, half), -half)
     # ...except inside a box, where the clamp is the point itself: push it to the nearest face.
     face = torch.where(excess[..., :1] > excess[..., 1:], 0, 1)  # axis closest to a face
@@ -174,7 +229,7 @@ def nearest_obstacle(
     pushed.scatter_(-1, face, (torch.sign(q) * half).gather(-1, face))
     inside = excess.max(dim=-1).values < 0
     q_near = torch.where(inside.unsqueeze(-1), pushed, q_clamped)
-    c_box = layout.box_xy.unsqueeze(1) + rotate_xy(q_near, layout.box_yaw.unsqueeze(1))
+    c_box = rect_xy.unsqueeze(1) + rotate_xy(q_near, rect_yaw.unsqueeze(1))
     # Walls: the four inner faces.
     x, y = points[..., 0], points[..., 1]
     d_wall = _wall_distances(points, half_x, half_y)

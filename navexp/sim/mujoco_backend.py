@@ -30,7 +30,7 @@ from mujoco import rollout
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.scene import PARK_Z_M, build_model
+from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
 """Rollout state: time, qpos (x, y, yaw), qvel."""
@@ -64,7 +64,7 @@ class MujocoSim:
         self.sense_mjm: mujoco.MjModel = build_model(spec, contact_sensor=True, beam_angles_rad=angles)
         m = self.mjm
         self.robot_body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "robot")
-        names = [f"cyl{i}" for i in range(spec.cylinder_slots)] + [f"box{i}" for i in range(spec.box_slots)]
+        names = slot_names(spec)
         bodies = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in names]
         self._slot_geoms = np.array(
             [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, n) for n in names], dtype=int
@@ -104,7 +104,7 @@ class MujocoSim:
         self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu"),
+            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots),
         )
 
     # -- per-world layout -------------------------------------------------------------------

@@ -9,6 +9,7 @@ Format (metres, degrees)::
         obstacles:
           - {kind: box, x: 0.0, y: 1.0, half_x: 2.5, half_y: 0.2, yaw_deg: 0.0}
           - {kind: cylinder, x: 1.0, y: -1.0, radius: 0.3}
+          - {kind: wall, x: 0.0, y: -2.0, half_x: 2.0, half_y: 0.1}   # a box in the wall slots
 
 World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios).
 """
@@ -23,7 +24,11 @@ import yaml
 
 from navexp.sim.layout import Layout, nearest_obstacle
 
-KINDS = {"cylinder": ("x", "y", "radius"), "box": ("x", "y", "half_x", "half_y")}
+KINDS = {
+    "cylinder": ("x", "y", "radius"),
+    "box": ("x", "y", "half_x", "half_y"),
+    "wall": ("x", "y", "half_x", "half_y"),
+}
 
 
 def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
@@ -38,16 +43,23 @@ def _num(entry: dict, key: str, where: str, default: float | None = None) -> flo
 
 
 def load_scenarios(
-    file: Path, cylinder_slots: int, box_slots: int, half_x: float, half_y: float, robot_radius_m: float
+    file: Path,
+    cylinder_slots: int,
+    box_slots: int,
+    half_x: float,
+    half_y: float,
+    robot_radius_m: float,
+    wall_slots: int = 0,
+    data: dict | None = None,
 ) -> Layout:
-    """Parse and validate a scenario file into a Layout with one entry per scenario (the app resolves
-    shipped scenario names to files: navexp.api.resolve_scenario_path)."""
+    """Parse and validate a scenario file (or its parsed ``data``) into a Layout with one entry per
+    scenario (the app resolves shipped scenario names to files: navexp.api.resolve_scenario_path)."""
     file = Path(file)
-    data = yaml.safe_load(file.read_text())
+    data = yaml.safe_load(file.read_text()) if data is None else data
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
         raise ValueError(f"{file}: expected a top-level 'scenarios:' list with at least one entry")
     entries = data["scenarios"]
-    lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu")
+    lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots)
     for i, e in enumerate(entries):
         where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
         robot, goal = e.get("robot") or {}, e.get("goal") or {}
@@ -56,7 +68,7 @@ def load_scenarios(
         )
         lay.robot_yaw[i] = math.radians(_num(robot, "yaw_deg", where + " robot", 0.0))
         lay.goal_xy[i] = torch.tensor([_num(goal, "x", where + " goal"), _num(goal, "y", where + " goal")])
-        nc = nb = 0
+        nc = nb = nw = 0
         for j, ob in enumerate(e.get("obstacles") or []):
             ow = f"{where} obstacle {j}"
             kind = ob.get("kind")
@@ -73,6 +85,14 @@ def load_scenarios(
                 lay.cyl_xy[i, nc] = torch.tensor(vals[:2])
                 lay.cyl_r[i, nc], lay.cyl_active[i, nc] = vals[2], True
                 nc += 1
+            elif kind == "wall":
+                if nw >= wall_slots:
+                    raise ValueError(f"{ow}: more walls than env.obstacles.wall_slots={wall_slots}")
+                lay.wall_xy[i, nw] = torch.tensor(vals[:2])
+                lay.wall_half[i, nw] = torch.tensor(vals[2:])
+                lay.wall_yaw[i, nw] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
+                lay.wall_active[i, nw] = True
+                nw += 1
             else:
                 if nb >= box_slots:
                     raise ValueError(f"{ow}: more boxes than env.obstacles.box_slots={box_slots}")

@@ -43,6 +43,8 @@ class SceneSpec:
     lin_force_limit_n: float
     ang_torque_limit_nm: float
     timestep_s: float
+    wall_slots: int = 0
+    """Wall segments: box geoms in slots of their own (``wall{i}``), after the box slots."""
 
     @property
     def robot_z(self) -> float:
@@ -51,7 +53,7 @@ class SceneSpec:
 
     @property
     def num_obstacles(self) -> int:
-        return self.cylinder_slots + self.box_slots
+        return self.cylinder_slots + self.box_slots + self.wall_slots
 
     @classmethod
     def from_env_cfg(cls, env_cfg) -> SceneSpec:
@@ -75,7 +77,18 @@ class SceneSpec:
             lin_force_limit_n=robot.lin_force_limit_n,
             ang_torque_limit_nm=robot.ang_torque_limit_nm,
             timestep_s=env_cfg.sim.timestep_s,
+            wall_slots=obst.wall_slots,
         )
+
+
+def slot_names(s: SceneSpec) -> list[str]:
+    """Body and geom names of the obstacle slots in slot order: cylinders, boxes, walls (the order of
+    ``slot_poses``/``slot_sizes`` and of the mocap bodies)."""
+    return (
+        [f"cyl{i}" for i in range(s.cylinder_slots)]
+        + [f"box{i}" for i in range(s.box_slots)]
+        + [f"wall{i}" for i in range(s.wall_slots)]
+    )
 
 
 def _walls(s: SceneSpec) -> str:
@@ -109,6 +122,12 @@ def _obstacles(s: SceneSpec) -> str:
             f'    <body name="box{i}" mocap="true" pos="0 0 {PARK_Z_M}">'
             f'<geom name="box{i}" type="box" size="0.3 0.3 {hz}" contype="0" conaffinity="1" '
             f'rgba=".2 .4 .8 1"/></body>'
+        )
+    for i in range(s.wall_slots):
+        lines.append(
+            f'    <body name="wall{i}" mocap="true" pos="0 0 {PARK_Z_M}">'
+            f'<geom name="wall{i}" type="box" size="0.3 0.3 {hz}" contype="0" conaffinity="1" '
+            f'rgba=".5 .5 .5 1"/></body>'
         )
     return "\n".join(lines)
 

@@ -19,7 +19,7 @@ import warp as wp
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.scene import PARK_Z_M, build_model
+from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
 GRAPH_MIN_DRIVER = (12, 4)
 """Oldest CUDA driver whose graphs hold conditional nodes (mujoco_warp's solver loops)."""
@@ -84,7 +84,7 @@ class WarpSim:
         self.max_range_m = sim_spec.max_range_m
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
-        slots = [f"cyl{i}" for i in range(spec.cylinder_slots)] + [f"box{i}" for i in range(spec.box_slots)]
+        slots = slot_names(spec)
         geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in slots]
         # Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive.
         contiguous = geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
@@ -93,7 +93,7 @@ class WarpSim:
             if geoms and contiguous
             else torch.tensor(geoms, dtype=torch.long, device=self.device)
         )
-        # mocap ids follow body order: cylinders first, then boxes (see scene._obstacles).
+        # mocap ids follow body order: cylinders, boxes, walls (see scene._obstacles).
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
             batched = {"geom_size": num_worlds, "geom_rbound": num_worlds, "geom_aabb": num_worlds}
@@ -136,7 +136,7 @@ class WarpSim:
                 warnings.warn(f"CUDA graphs disabled ({why_not}); the simulator runs eagerly", stacklevel=2)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool, device=self.device),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device),
+            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device, spec.wall_slots),
         )
 
     # -- per-world layout -------------------------------------------------------------------
