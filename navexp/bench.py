@@ -1,7 +1,7 @@
 """Throughput benchmark, navexp against classic MuJoCo measured side by side in one run.
 
     python -m navexp.bench [device=auto] [backends=auto] [num_envs=64,256,1024] [steps=30] [ppo=1024x32]
-                           [baseline=true] [out=outputs/bench.json]
+                           [baseline=true] [slots=none] [out=outputs/bench.json]
 
 ``backends=auto`` measures both simulator backends on a CPU (warp, mujoco) and warp on CUDA.
 
@@ -13,6 +13,12 @@ a user would otherwise write (the same MJCF in classic MuJoCo, one MjData per wo
 Python loop, mj_multiRay LiDAR);
 ratios navexp/baseline; the first step's time (kernel compile or cache load) apart from the steady
 state; peak host (and device) memory. Then one PPO iteration (collect and learn) at the given shape.
+
+``slots=0,16,32`` adds the cost of obstacle slots: per backend and world count, the simulator step
+(physics + LiDAR) with that many extra wall slots, all standing in the room (short walls along its
+sides, where rays and the broadphase meet them), and the full NavEnv.step with them parked (random
+layouts use no walls); the cost per extra slot is the slope against the first entry, in microseconds
+per world and control step.
 """
 
 from __future__ import annotations
@@ -173,6 +179,56 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) 
     return row
 
 
+def _walls_along_the_sides(env, w: int):
+    """The env's current layouts with all ``w`` wall slots standing: short walls (0.3 m x 0.1 m) spread
+    along the four sides of the room, 0.2 m inside them, out of the robot's way."""
+    lay = env.layout.index(torch.arange(env.num_envs, device=env.device))
+    if w == 0:
+        return lay
+    side = torch.arange(w, device=env.device) % 4
+    t = (torch.arange(w, device=env.device) // 4 + 0.5) / ((w + 3) // 4) * 2 - 1  # in (-1, 1)
+    hx, hy = env.half_x - 0.2, env.half_y - 0.2
+    x = torch.where(side < 2, torch.where(side == 0, hx, -hx), t * hx)
+    y = torch.where(side < 2, t * hy, torch.where(side == 2, hy, -hy))
+    lay.wall_xy = torch.stack((x, y), -1).expand(env.num_envs, -1, -1).clone()
+    lay.wall_half = torch.tensor([0.15, 0.05], device=env.device).expand(env.num_envs, w, 2).clone()
+    lay.wall_active = torch.ones(env.num_envs, w, dtype=torch.bool, device=env.device)
+    return lay
+
+
+def _slot_row(n: int, device: str, steps: int, backend: str, w: int) -> dict:
+    from navexp import compose_config, make_env
+
+    over = [f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"]
+    env = make_env(compose_config([*over, f"env.obstacles.wall_slots={w}"]))
+    actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    sync, everyone = env.sim.synchronize, torch.ones(n, dtype=torch.bool, device=env.device)
+    unchanged = torch.zeros(n, dtype=torch.bool, device=env.device)
+    full = _rate(lambda: env.step(actions), n, steps, sync)  # parked walls (random layouts)
+    env.sim.write_layouts(everyone, _walls_along_the_sides(env, w))
+    env.sim.sense(everyone)
+    active = _rate(lambda: (env.sim.step(), env.sim.sense(unchanged)), n, steps, sync)
+    return {
+        "backend": env.backend,
+        "num_envs": n,
+        "wall_slots": w,
+        "physics_lidar_sps": active,
+        "full_step_sps": full,
+    }
+
+
+def bench_slots(n: int, device: str, steps: int, backend: str, slots: list[int]) -> list[dict]:
+    """Simulator and env step rates with each number of extra wall slots; the cost per slot against
+    the first entry (microseconds per world and control step)."""
+    rows = [_slot_row(n, device, steps, backend, w) for w in slots]
+    base = rows[0]
+    for r in rows[1:]:
+        extra = r["wall_slots"] - base["wall_slots"]
+        for key in ("physics_lidar_sps", "full_step_sps"):
+            r[key.replace("_sps", "_us_per_slot")] = 1e6 * (1 / r[key] - 1 / base[key]) / extra
+    return rows
+
+
 def bench_ppo(n: int, steps_per_env: int, device: str, backend: str) -> dict:
     """One PPO iteration (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env."""
     from navexp import compose_config, make_env
@@ -250,6 +306,21 @@ def format_table(result: dict) -> str:
             + f" | {r['host_syncs_per_step']:.0f} | {r['torch_ops_per_step']:.0f}"
             + f" | {r['first_step_s']:.1f} | {r['peak_host_mb']:.0f} |"
         )
+    if result.get("slots"):
+        lines += [
+            "",
+            "| backend | worlds | wall slots | physics+LiDAR (walls standing) | full step (walls parked) | "
+            "us/slot phys+LiDAR | us/slot full step |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in result["slots"]:
+            per = [r.get("physics_lidar_us_per_slot"), r.get("full_step_us_per_slot")]
+            lines.append(
+                f"| {r['backend']} | {r['num_envs']} | {r['wall_slots']} | {k(r['physics_lidar_sps'])} | "
+                f"{k(r['full_step_sps'])} | "
+                + " | ".join("-" if x is None else f"{x:.2f}" for x in per)
+                + " |"
+            )
     for p in result.get("ppo", []):
         lines += [
             "",
@@ -268,6 +339,7 @@ def parse_args(argv: list[str]) -> dict:
         "steps": "30",
         "ppo": "1024x32",
         "baseline": "true",
+        "slots": "none",
         "out": "outputs/bench.json",
     }
     for a in argv:
@@ -301,6 +373,13 @@ def main(argv: list[str] | None = None) -> dict:
             # The classic baseline is measured once per world count, next to the first backend's row.
             result["worlds"].append(bench_worlds(n, device, int(opts["steps"]), baseline, backend))
             print(f"[bench] {backend}: {n} worlds done", flush=True)
+    result["slots"] = []
+    if opts["slots"] != "none":
+        slots = [int(x) for x in opts["slots"].split(",")]
+        for backend in backends:
+            for n in worlds:
+                result["slots"] += bench_slots(n, device, int(opts["steps"]), backend, slots)
+                print(f"[bench] {backend}: {n} worlds, slots {slots} done", flush=True)
     result["ppo"] = []
     if opts["ppo"] != "none":
         n, t = (int(x) for x in opts["ppo"].lower().split("x"))

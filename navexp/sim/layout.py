@@ -91,6 +91,8 @@ class Layout:
         """Take row w of ``other`` (K rows too) where ``mask[w]``, in place; a fixed-shape masked write."""
         for f in fields(self):
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if mine.numel() == 0:  # no wall slots: nothing to write (and no ops on the step path)
+                continue
             m = mask.view(-1, *([1] * (mine.dim() - 1)))
             mine.copy_(torch.where(m, theirs, mine))
 
@@ -124,6 +126,8 @@ class Layout:
     def boxes_and_walls(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Boxes, then walls, as one set of rotated rectangles: centres [K, B+W, 2], half-extents
         [K, B+W, 2], yaws [K, B+W], active [K, B+W] (the slot order of the simulator)."""
+        if self.wall_slots == 0:  # no copies on the step path of a config without walls
+            return self.box_xy, self.box_half, self.box_yaw, self.box_active
         return (
             torch.cat((self.box_xy, self.wall_xy), dim=1),
             torch.cat((self.box_half, self.wall_half), dim=1),
