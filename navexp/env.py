@@ -108,7 +108,7 @@ class NavEnv(VecEnv):
             self.state.clearance.fill_(float("nan"))
             self.state.nearest_dir_body.fill_(float("nan"))
         obst = env_cfg.obstacles
-        self.layout = Layout.empty(n, obst.cylinder_slots, obst.box_slots, dev, obst.wall_slots)
+        self.layout = Layout.empty(n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots)
         """[N] the layout each world plays (its map family, seed and shortest path included)."""
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)

@@ -53,7 +53,8 @@ def eval_env_cfg(cfg: DictConfig) -> DictConfig:
         cfg.env.num_envs = n
         cfg.env.auto_reset = False
         cfg.env.layout_seed_offset = int(cfg.eval.layout_seed_offset)
-        cfg.env.maps.split = "eval"  # hashed layout ids: the evaluation seed range, never a training one
+        if "maps" in cfg.env:  # hashed layout ids: the evaluation seed range, never a training one
+            cfg.env.maps.split = "eval"
     return cfg
 
 

@@ -52,7 +52,7 @@ class LayoutSpec:
             half_y=room.size_y_m / 2,
             cylinder_slots=obst.cylinder_slots,
             box_slots=obst.box_slots,
-            wall_slots=obst.wall_slots,
+            wall_slots=getattr(obst, "wall_slots", 0),  # absent in configs of before walls
             cylinder_count=tuple(obst.cylinder_count),
             box_count=tuple(obst.box_count),
             cylinder_radius_m=tuple(obst.cylinder_radius_m),

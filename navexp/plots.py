@@ -67,17 +67,18 @@ def draw_episode(
     for (x, y), r, on in zip(lay["cyl_xy"], lay["cyl_r"], lay["cyl_active"], strict=True):
         if on:
             ax.add_patch(Circle((x, y), r, fc="sandybrown", ec="saddlebrown"))
-    for (x, y), (bx, by), yaw, on in zip(
-        lay["box_xy"], lay["box_half"], lay["box_yaw"], lay["box_active"], strict=True
-    ):
-        if on:
-            c, s = math.cos(yaw), math.sin(yaw)
-            corner = (x - c * bx + s * by, y - s * bx - c * by)  # the box's own (-bx, -by) corner
-            ax.add_patch(
-                Rectangle(
-                    corner, 2 * bx, 2 * by, angle=math.degrees(yaw), fc="lightsteelblue", ec="steelblue"
-                )
-            )
+    # Boxes, then wall segments (map families, occupancy maps; absent in older recordings).
+    kinds = [("box", "lightsteelblue", "steelblue"), ("wall", "darkgray", "dimgray")]
+    for kind, fc, ec in kinds:
+        if f"{kind}_xy" not in lay:
+            continue
+        for (x, y), (bx, by), yaw, on in zip(
+            lay[f"{kind}_xy"], lay[f"{kind}_half"], lay[f"{kind}_yaw"], lay[f"{kind}_active"], strict=True
+        ):
+            if on:
+                c, s = math.cos(yaw), math.sin(yaw)
+                corner = (x - c * bx + s * by, y - s * bx - c * by)  # the box's own (-bx, -by) corner
+                ax.add_patch(Rectangle(corner, 2 * bx, 2 * by, angle=math.degrees(yaw), fc=fc, ec=ec))
     gx, gy = lay["goal_xy"]
     ax.add_patch(Circle((gx, gy), info.goal_radius_m, fc="palegreen", ec="green", alpha=0.8))
     steps = beam_steps if beam_steps is not None else [0, len(ep.pos) - 1]

@@ -48,7 +48,8 @@ def validate_env_cfg(cfg: Any) -> None:
         _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
     _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
     _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
-    _check(obst.wall_slots >= 0, "obstacles.wall_slots", obst.wall_slots, ">= 0")
+    walls = getattr(obst, "wall_slots", 0)
+    _check(walls >= 0, "obstacles.wall_slots", walls, ">= 0")
     _check_range("obstacles.cylinder_count", obst.cylinder_count, 0)
     _check_range("obstacles.box_count", obst.box_count, 0)
     _check(
@@ -124,7 +125,8 @@ def validate_env_cfg(cfg: Any) -> None:
         cfg.check_every,
         "null (once per PPO rollout) or an integer >= 1",
     )
-    _validate_maps(cfg)
+    if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
+        _validate_maps(cfg)
     if cfg.get("scenarios"):
         check_scenario_file(str(cfg.scenarios))
 

@@ -55,7 +55,10 @@ class MapSpec:
 
     @classmethod
     def from_env_cfg(cls, env_cfg) -> MapSpec:
-        m = env_cfg.maps
+        """The env config's ``maps`` (a config of before map families, e.g. a checkpoint's: the default)."""
+        m = getattr(env_cfg, "maps", None)
+        if m is None:
+            return cls()
         weights = tuple((str(f), float(v)) for f, v in m.weights.items())
         structured = any(v > 0 for f, v in weights if f != "random")
         return cls(

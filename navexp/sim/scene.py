@@ -77,7 +77,7 @@ class SceneSpec:
             lin_force_limit_n=robot.lin_force_limit_n,
             ang_torque_limit_nm=robot.ang_torque_limit_nm,
             timestep_s=env_cfg.sim.timestep_s,
-            wall_slots=obst.wall_slots,
+            wall_slots=getattr(obst, "wall_slots", 0),  # absent in configs of before walls
         )
 
 
