@@ -153,7 +153,7 @@ class MapsCfg:
     shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
     path_cell_m: float = 0.2
     """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
-    most 2.7 %); 0.1 is finer and about 4x slower (on a CPU: about 5 ms a layout at 0.2)."""
+    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
     wall_half_thickness_m: float = 0.1
     gap_m: list[float] = field(default_factory=lambda: [0.9, 1.4])
     """[min, max] width of a door (corridor, staggered); must exceed the robot diameter."""

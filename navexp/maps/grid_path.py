@@ -45,8 +45,23 @@ def cell_centres(half_x: float, half_y: float, cell_m: float, device) -> torch.T
     return torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1)
 
 
+def _used_slots(layout: Layout) -> Layout:
+    """The layouts with only the slots some layout of the batch uses (the distance query costs per slot;
+    families use few of them). Waits for the device."""
+    keep = {
+        kind: getattr(layout, f"{kind}_active").any(0).nonzero().squeeze(1) for kind in ("cyl", "box", "wall")
+    }
+    parts = {}
+    for name in ("cyl_xy", "cyl_r", "cyl_active", "box_xy", "box_half", "box_yaw", "box_active"):
+        parts[name] = getattr(layout, name)[:, keep[name.split("_")[0]]]
+    for name in ("wall_xy", "wall_half", "wall_yaw", "wall_active"):
+        parts[name] = getattr(layout, name)[:, keep["wall"]]
+    return Layout(**parts, robot_xy=layout.robot_xy, robot_yaw=layout.robot_yaw, goal_xy=layout.goal_xy)
+
+
 def free_cells(layout: Layout, half_x: float, half_y: float, radius_m: float, cell_m: float) -> torch.Tensor:
     """[K, NY, NX] bool: the cell centre keeps ``radius_m`` from every obstacle and room wall."""
+    layout = _used_slots(layout)
     centres = cell_centres(half_x, half_y, cell_m, layout.robot_xy.device)
     ny, nx = centres.shape[:2]
     pts = centres.reshape(1, -1, 2).expand(layout.num_worlds, -1, -1)
