@@ -360,3 +360,34 @@ def test_a_checkpoint_config_from_before_map_families_still_builds_and_evaluates
     validate_env_cfg(cfg.env)
     assert MapSpec.from_env_cfg(cfg.env) == MapSpec()
     assert LayoutSpec.from_env_cfg(cfg.env).wall_slots == 0
+
+
+def test_the_shipped_map_loads_into_four_walls_and_32_solvable_pairs():
+    """configs/scenarios/maze_small (40 x 40 pixels of 0.2 m): two long walls, a pillar and a stub are 4
+    rectangles; its 32 sampled start/goal pairs all have a free path."""
+    from navexp.api import resolve_scenario_path
+
+    lay = load_scenario_file(resolve_scenario_path("maze_small"), SPEC, MapSpec())
+    assert lay.num_worlds == 32 and lay.wall_active.sum(1).tolist() == [4] * 32
+    assert torch.isfinite(lay.shortest_path_m).all()
+
+
+def test_warp_step_with_map_families_makes_no_host_sync():
+    """env=families on the warp backend: 20 steps of 16 worlds with 1 s episodes (resets every 10
+    steps take family layouts with walls from the pool) make no host sync between fault checks."""
+    from navexp.sync_audit import SyncAudit
+
+    env = build_env(
+        "env=families",
+        "env.sim.backend=warp",
+        "env.num_envs=16",
+        "env.episode_length_s=1.0",
+        "env.check_every=50",
+    )
+    actions = torch.zeros(16, 3)
+    before = env.episode_count.sum().item()
+    with SyncAudit() as audit:
+        for _ in range(20):
+            env.step(actions)
+    assert env.episode_count.sum().item() - before >= 16
+    assert audit.num_syncs == 0, dict(audit.syncs)
