@@ -132,3 +132,17 @@ def test_evaluation_with_another_size_takes_the_presets_keys():
     assert (cfg.size, cfg.env.num_envs, cfg.eval.num_episodes, cfg.seed) == ("gpu", 4096, 1000, 5)
     cfg = load_run_config(ckpt, ["size=gpu", "eval.num_episodes=7"])
     assert cfg.eval.num_episodes == 7 and cfg.ppo.max_iterations == 1000
+
+
+def test_every_torchrun_rank_resolves_the_same_size(monkeypatch):
+    """Under torchrun each rank's command line gets the same size= (rank 1 also its no-run-dir overrides,
+    after it, so Hydra still reads one run of overrides)."""
+    from navexp.train import app_argv
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    expected = "size=gpu" if torch.cuda.is_available() else "size=cpu"
+    monkeypatch.setenv("RANK", "0")
+    assert app_argv(["train.py", "seed=1"]) == ["train.py", "seed=1", expected]
+    monkeypatch.setenv("RANK", "1")
+    rank1 = app_argv(["train.py", "seed=1"])
+    assert rank1[:3] == ["train.py", "seed=1", expected] and "hydra.run.dir=." in rank1[3:]
