@@ -73,10 +73,10 @@ def resolve_size_overrides(
     out, given = list(overrides), False
     for i, o in enumerate(out):
         key, sep, value = o.partition("=")
-        if sep and key == "size":
+        if sep and key == "size":  # a multirun may sweep it: size=cpu,none
             given = True
-            if check_size(value) == AUTO:
-                out[i] = f"size={auto_size(_device(out), cuda_available)}"
+            auto = auto_size(_device(out), cuda_available) if AUTO in value.split(",") else None
+            out[i] = "size=" + ",".join(auto if check_size(v) == AUTO else v for v in value.split(","))
     if not given and default is not None:
         size = check_size(default)
         out.append(f"size={auto_size(_device(out), cuda_available) if size == AUTO else size}")

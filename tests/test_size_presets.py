@@ -100,6 +100,7 @@ def test_size_auto_resolves_from_the_device_before_composing():
         "size=none",
         "seed=1,2",
     ]
+    assert size_override_argv(["prog", "-m", "size=auto,none"], cuda_available=False)[-1] == "size=cpu,none"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="size=auto resolves to cpu only without CUDA")
