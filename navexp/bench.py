@@ -261,6 +261,9 @@ def format_table(result: dict) -> str:
 
 
 def parse_args(argv: list[str]) -> dict:
+    """The bench's ``name=value`` options (defaults filled in); an unknown or empty one is an error."""
+    from navexp.cli import parse_command_line
+
     opts = {
         "device": "auto",
         "backends": "auto",
@@ -270,12 +273,8 @@ def parse_args(argv: list[str]) -> dict:
         "baseline": "true",
         "out": "outputs/bench.json",
     }
-    for a in argv:
-        key, _, value = a.partition("=")
-        if key not in opts or not value:
-            raise SystemExit(f"unknown or empty option {a!r}; options: {', '.join(f'{k}=' for k in opts)}")
-        opts[key] = value
-    return opts
+    usage = "python -m navexp.bench " + " ".join(f"[{k}={v}]" for k, v in opts.items())
+    return parse_command_line(argv, opts, usage, overrides=False).options
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -295,30 +295,43 @@ class ExperimentCfg:
     experiment_name: str = "navexp"
     resume: str | None = None
     """Run directory or checkpoint to continue from."""
-    size: str = "auto"
-    """auto | gpu | cpu: auto picks the GPU reference setup with CUDA, else the CPU-sized one."""
+    size: str = "none"
+    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | none).
+    ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""
 
 
-SWEEPER_TARGETS = {
-    "optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper",
-    "basic": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-}
+NAVEXP_SWEEPERS = {"optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper"}
+"""``hydra/sweeper`` choices navexp runs with a sweeper class of its own (the plugin's config, our class)."""
+
+
+def hydra_sweeper_target(choice: str) -> str:
+    """The ``_target_`` Hydra itself stores for ``hydra/sweeper=<choice>`` (e.g. its basic sweeper).
+
+    Read from Hydra's public ConfigStore, where Hydra and every installed sweeper plugin register their
+    config, so navexp never names a private Hydra module.
+    """
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # plugins register their configs when Hydra discovers them
+    cs = ConfigStore.instance()
+    options = sorted(n.removesuffix(".yaml") for n in cs.list("hydra/sweeper") if n.endswith(".yaml"))
+    if choice not in options:
+        raise ValueError(f"hydra/sweeper={choice!r} is not supported here; allowed: {options}")
+    return str(cs.load(f"hydra/sweeper/{choice}.yaml").node._target_)
 
 
 def _sweeper_target(*, _root_: Any) -> str:
-    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``.
+    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``,
+    otherwise the chosen sweeper's own class (Hydra's basic sweeper by default).
 
     Hydra rejects an app YAML that shadows the plugin's ``hydra/sweeper/optuna`` config, and a search
     space under ``hydra.sweeper.params`` breaks the basic sweeper; resolving only ``_target_`` (a key
     every sweeper config has) by the chosen option keeps both ``-m seed=1,2`` and
     ``-m hydra/sweeper=optuna`` working.
     """
-    choice = _root_.hydra.runtime.choices.get("hydra/sweeper")
-    if choice not in SWEEPER_TARGETS:
-        raise ValueError(
-            f"hydra/sweeper={choice!r} is not supported here; allowed: {sorted(SWEEPER_TARGETS)}"
-        )
-    return SWEEPER_TARGETS[choice]
+    choice = str(_root_.hydra.runtime.choices.get("hydra/sweeper"))
+    return NAVEXP_SWEEPERS.get(choice) or hydra_sweeper_target(choice)
 
 
 def _path_name(key: str, value: Any) -> str:

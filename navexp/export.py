@@ -138,12 +138,14 @@ def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> dict[str, Path]:
     from navexp.checkpoint import load_checkpoint
-    from navexp.evaluate import load_run_config
+    from navexp.cli import parse_command_line
+    from navexp.rollout import load_run_config
 
+    usage = "python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]"
     argv = list(sys.argv[1:] if argv is None else argv)
-    opts = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith(("checkpoint=", "out="))}
-    if "checkpoint" not in opts:
-        raise SystemExit("usage: python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]")
+    opts = parse_command_line(
+        argv, {"checkpoint": None, "out": None}, usage, required=("checkpoint",), overrides=False
+    ).options
     ckpt = load_checkpoint(opts["checkpoint"])
     cfg = load_run_config(ckpt, [])
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "export"

@@ -30,7 +30,7 @@ def recorded(run_dir):
     """The framework actor, 24 observations recorded from the env, and the raw sensor values behind them."""
     from navexp.checkpoint import load_checkpoint
     from navexp.env import NavEnv
-    from navexp.evaluate import build_actor, load_run_config
+    from navexp.rollout import build_actor, load_run_config
     from navexp.sim.layout import rotate_xy
 
     ckpt = load_checkpoint(run_dir)
