@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 from conftest import build_env
-
-from navexp import compose_config
-from navexp.robots import ROBOTS, make_robot
 
 OPEN_AT_YAW_90 = """
 scenarios:

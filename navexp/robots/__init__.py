@@ -29,7 +29,6 @@ def make_robot(robot_cfg: Any) -> Robot:
     name = robot_name(robot_cfg)
     if name not in ROBOTS:
         raise ValueError(
-            f"env.robot.name={name!r} is not a robot; valid: {sorted(ROBOTS)} "
-            f"(select one with robot=<name>)"
+            f"env.robot.name={name!r} is not a robot; valid: {sorted(ROBOTS)} (select one with robot=<name>)"
         )
     return ROBOTS[name](robot_cfg)

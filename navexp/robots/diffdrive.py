@@ -49,8 +49,8 @@ class DiffDrive(Robot):
         c, p = self.cfg, self.params
         v, w = self.max_lin_vel_mps, self.max_ang_vel_radps
         f, tq, fl = c.lin_force_limit_n, c.ang_torque_limit_nm, p["lateral_force_limit_n"]
-        return f"""    <velocity name="forward" site="base" gear="1 0 0 0 0 0" kv="{c.lin_kv}" ctrllimited="true"
-              ctrlrange="{-v} {v}" forcelimited="true" forcerange="{-f} {f}"/>
+        return f"""    <velocity name="forward" site="base" gear="1 0 0 0 0 0" kv="{c.lin_kv}"
+              ctrllimited="true" ctrlrange="{-v} {v}" forcelimited="true" forcerange="{-f} {f}"/>
     <velocity name="lateral" site="base" gear="0 1 0 0 0 0" kv="{p["lateral_kv"]}" ctrllimited="false"
               forcelimited="true" forcerange="{-fl} {fl}"/>
     <velocity name="yaw_rate" joint="jz" kv="{c.ang_kv}" ctrllimited="true" ctrlrange="{-w} {w}"
