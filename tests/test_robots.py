@@ -9,7 +9,11 @@ import torch
 from conftest import build_env
 
 from navexp import compose_config
+from navexp.api import CONFIG_DIR
 from navexp.robots import ROBOTS, make_robot
+from navexp.train import run
+
+ROBOT_VARIANTS = sorted(p.stem for p in (CONFIG_DIR / "robot").glob("*.yaml"))
 
 OPEN_AT_YAW_90 = """
 scenarios:
@@ -71,6 +75,16 @@ def test_unknown_robot_name_or_param_fails_with_the_valid_ones():
     assert sorted(ROBOTS) == ["diffdrive", "holonomic"]
 
 
+@pytest.mark.parametrize("robot", ROBOT_VARIANTS)
+def test_every_robot_variant_composes_and_steps(robot):
+    """Each configs/robot/ variant names a registered robot, builds a NavEnv and takes one finite step
+    with an action of its width."""
+    env = build_env(f"robot={robot}", "env.num_envs=2")
+    assert env.robot.name == robot and env.sim.ctrl.shape == (2, 3)
+    obs, rew, *_ = env.step(torch.full((2, env.num_actions), 0.5))
+    assert torch.isfinite(obs["policy"]).all() and torch.isfinite(rew).all()
+
+
 def test_robot_group_selects_the_robot_and_keeps_env_robot_overrides():
     """robot=diffdrive composes at env.robot with its own limits; env.robot.* keys still override it,
     after env= too; the default is the holonomic robot with action width 3."""
@@ -106,7 +120,6 @@ def test_diffdrive_export_and_deploy_have_action_width_2(tmp_path):
     from navexp import export
     from navexp.checkpoint import load_checkpoint
     from navexp.deploy import NumpyPolicy
-    from navexp.train import run
 
     overrides = [*TINY_TRAIN, "robot=diffdrive", "obs.terms.action_prev.enabled=true", "size=none"]
     overrides += ["eval.num_episodes=2", "eval.plot_episodes=0"]
@@ -128,3 +141,23 @@ def test_diffdrive_export_and_deploy_have_action_width_2(tmp_path):
     first = np.clip(policy.act(policy.history[-1]), -1, 1)  # the frame just built, prev_action zeros
     assert np.allclose(cmd, first * [1.0, 2.0])
     assert np.array_equal(policy.prev_action, first)  # the next frame's action_prev
+
+
+@pytest.mark.slow
+def test_diffdrive_learns_the_empty_room(tmp_path):
+    """env=empty robot=diffdrive, 64 worlds, 60 iterations (the holonomic learning check's budget,
+    ~123k steps): >= 80 % held-out success."""
+    overrides = [
+        "env=empty",
+        "robot=diffdrive",
+        "env.device=cpu",
+        "env.num_envs=64",
+        "ppo.num_steps_per_env=32",
+        "ppo.max_iterations=60",
+        "ppo.save_interval=30",
+        "eval.num_episodes=100",
+        "size=none",
+        "seed=1",
+    ]
+    success = run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
+    assert success >= 0.8, f"held-out success {success:.2%} after 60 iterations"
