@@ -77,7 +77,7 @@ class ClassicBaseline:
             mujoco.mj_forward(m, d)
             self.datas.append(d)
         rng = np.random.default_rng(0)
-        self.ctrl = rng.uniform(-1, 1, (env.num_envs, 3))
+        self.ctrl = rng.uniform(-1, 1, tuple(env.sim.ctrl.shape))
         n = len(self.angles)
         self.dist, self.geomid = np.zeros(n), np.zeros(n, dtype=np.int32)
 
@@ -143,7 +143,9 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) 
         compose_config([f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"])
     )
     build_s = time.perf_counter() - t
-    actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    actions = (
+        torch.rand(n, env.num_actions, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    )
     t = time.perf_counter()
     env.step(actions)  # first step: every kernel is compiled or loaded (and captured on CUDA)
     env.sim.synchronize()

@@ -44,19 +44,25 @@ class ObstaclesCfg:
 
 @dataclass
 class RobotCfg:
+    """The ``robot`` config group, placed at ``env.robot`` (``configs/robot/<name>.yaml``)."""
+
+    name: str = "holonomic"
+    """Robot module (``navexp.robots``): holonomic | diffdrive. Select with ``robot=<name>``."""
     radius_m: float = 0.2
     """Collision radius (a sphere proxy at the LiDAR height: exact for the planar task)."""
     half_height_m: float = 0.15
     """Half-height of the reference cylinder body; the sphere centre and the LiDAR sit at this z."""
     mass_kg: float = 1.0
     max_lin_vel_mps: float = 1.5
-    """Velocity servo ctrlrange for vx and vy (action 1.0 maps to this)."""
+    """Linear velocity servo ctrlrange (action 1.0 maps to this): vx and vy, or forward (diffdrive)."""
     max_ang_vel_radps: float = 2.0
-    """Velocity servo ctrlrange for wz."""
+    """Yaw-rate servo ctrlrange."""
     lin_kv: float = 100.0
     ang_kv: float = 2.0
     lin_force_limit_n: float = 200.0
     ang_torque_limit_nm: float = 20.0
+    params: dict[str, Any] = field(default_factory=dict)
+    """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built)."""
 
 
 @dataclass
@@ -355,6 +361,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)
+    cs.store(group="robot", name="base_robot", node=RobotCfg, package="env.robot")
     cs.store(group="obs", name="base_obs", node=ObsCfg)
     cs.store(group="reward", name="base_reward", node=RewardCfg)
     cs.store(group="ppo", name="base_ppo", node=PpoCfg)

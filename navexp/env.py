@@ -1,7 +1,7 @@
 """NavEnv: the rsl_rl VecEnv that wires the simulator, the terms and the episode bookkeeping.
 
-One ``step(actions)``: clip the body-frame action, scale it to the servo ranges and rotate it into
-the world frame -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
+One ``step(actions)``: clip the body-frame action, let the robot (``navexp.robots``) turn it into
+servo targets -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
 auto-reset of finished worlds -> one LiDAR pass for every world -> observations. Worlds that finish
 with ``auto_reset=False`` are held (zero command, termination reason latched, zero reward) until
 ``reset()``. The step never reads a device value on the host (no sync): resets are fixed-shape masked
@@ -23,6 +23,7 @@ from navexp.layout_sampling import LayoutPool, LayoutSpec
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
+from navexp.robots import make_robot
 from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
 from navexp.sim.scenarios import load_scenarios
@@ -45,7 +46,9 @@ class NavEnv(VecEnv):
         self.env_cfg = env_cfg
         self.device = torch.device(resolve_device(str(env_cfg.device)))
         self.num_envs = int(env_cfg.num_envs)
-        self.num_actions = 3
+        self.robot = make_robot(env_cfg.robot)
+        """Action width and meaning, and the action -> ctrl mapping (``navexp.robots``)."""
+        self.num_actions = self.robot.num_actions
         self.control_dt = env_cfg.sim.timestep_s * env_cfg.sim.decimation
         self.max_episode_length = int(math.ceil(env_cfg.episode_length_s / self.control_dt - 1e-9))
         self.auto_reset = bool(env_cfg.auto_reset)
@@ -155,7 +158,7 @@ class NavEnv(VecEnv):
         return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Apply body-frame actions [N, 3] in [-1, 1] for one control step.
+        """Apply body-frame actions [N, A] in [-1, 1] (A and meaning: ``self.robot``) for one control step.
 
         Never waits for the device: resets are masked writes, faults are flagged on the device and
         raised every ``check_every`` steps. Rewards read the scan the action was chosen on (the
@@ -228,7 +231,7 @@ class NavEnv(VecEnv):
         """The simulator's build values, taken out of the env config once."""
         sim, lidar = env_cfg.sim, env_cfg.lidar
         return SimSpec(
-            scene=SceneSpec.from_env_cfg(env_cfg),
+            scene=SceneSpec.from_env_cfg(env_cfg, self.robot),
             num_worlds=self.num_envs,
             device=str(self.device),
             beam_angles_rad=tuple(beam_angles(lidar.num_beams, lidar.fov_deg).tolist()),
@@ -254,10 +257,8 @@ class NavEnv(VecEnv):
         return actions.clamp(-1.0, 1.0)
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
-        # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
-        v_world = rotate_xy(a[:, :2] * self.max_lin_vel_mps, self.sim.qpos[:, 2])
-        self.sim.ctrl[:, :2] = v_world
-        self.sim.ctrl[:, 2] = a[:, 2] * self.max_ang_vel_radps
+        """Servo targets for the clipped actions [N, A], mapped by the robot at the current poses."""
+        self.robot.write_ctrl(a, self.sim.qpos, self.sim.ctrl)
 
     def _reset_where(self, mask: torch.Tensor) -> None:
         """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""

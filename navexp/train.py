@@ -161,6 +161,7 @@ def _run(
         "group_widths": om.group_widths,
         "history_length": om.history_length,
         "obs_groups": train_cfg["obs_groups"],
+        "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     record = {

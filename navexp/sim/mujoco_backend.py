@@ -98,7 +98,7 @@ class MujocoSim:
         self._warnings = self._warning_counts()
         self.qpos = torch.zeros(num_worlds, 3)
         self.qvel = torch.zeros(num_worlds, 3)
-        self.ctrl = torch.zeros(num_worlds, 3)
+        self.ctrl = torch.zeros(num_worlds, m.nu)  # the robot's servo targets
         self.contact = torch.zeros(num_worlds, dtype=torch.int32)
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
         self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
@@ -157,7 +157,7 @@ class MujocoSim:
         """All worlds, ``decimation`` substeps, in the thread pool; returns the per-world contact flag."""
         self._load_state()
         st, u = self._state, self.ctrl.numpy()
-        self._control[:, :, :3] = u[:, None, :]
+        self._control[:, :, : u.shape[1]] = u[:, None, :]
         self._bad_input = ~(np.isfinite(st).all(1) & np.isfinite(u).all(1))
         self._rollout.rollout(
             self.models,
