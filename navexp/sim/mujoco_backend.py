@@ -30,6 +30,7 @@ from mujoco import rollout
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
+from navexp.sim.lidar import clamp_misses
 from navexp.sim.scene import PARK_Z_M, build_model
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -198,13 +199,8 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        dist = sensors[:, 0, 1:]
-        miss = (dist < 0) | (dist > self.max_range_m)
-        ranges = np.where(miss, self.max_range_m, dist)
-        if ids is None:
-            self.ranges.numpy()[:] = ranges
-        else:
-            self.ranges.numpy()[ids] = ranges
+        ranges = clamp_misses(sensors[:, 0, 1:], self.max_range_m).numpy()
+        self.ranges.numpy()[slice(None) if ids is None else ids] = ranges
         return sensors[:, 0, 0] > 0
 
     def _check_warnings(self) -> None:
