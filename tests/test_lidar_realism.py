@@ -223,3 +223,34 @@ def test_an_invalid_realism_value_names_the_key(key, value, allowed):
     cfg = compose_config(["env.device=cpu", f"env.lidar.{key}={value}"])
     with pytest.raises(ValueError, match=rf"lidar\.{key}={value!r} is invalid; allowed: .*{allowed}"):
         validate_env_cfg(cfg.env)
+
+
+def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
+    """A tiny run trained with dropout 0.05 and latency 1: its evaluation env uses those settings,
+    `env.lidar.dropout_prob=0 env.lidar.latency_steps=0` on the evaluate command line turns them off
+    (the evaluation runs and counts its episodes), and the export metadata records them."""
+    from conftest import TINY_TRAIN
+
+    from navexp import evaluate
+    from navexp.checkpoint import load_checkpoint
+    from navexp.export import metadata
+    from navexp.train import run
+
+    overrides = [
+        *TINY_TRAIN, "ppo.save_interval=1", "eval.enabled=false", "size=none",
+        "env.lidar.dropout_prob=0.05", "env.lidar.latency_steps=1",
+    ]  # fmt: skip
+    run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
+    ckpt = load_checkpoint(str(tmp_path / "run"))
+    trained = RealismSpec.from_lidar_cfg(evaluate.load_run_config(ckpt, []).env.lidar)
+    assert (trained.dropout_prob, trained.latency_steps) == (0.05, 1)
+    clean_eval = ["env.lidar.dropout_prob=0", "env.lidar.latency_steps=0"]
+    off = RealismSpec.from_lidar_cfg(evaluate.load_run_config(ckpt, clean_eval).env.lidar)
+    assert (off.dropout_prob, off.latency_steps, off.range_noise_std_m) == (0.0, 0, 0.01)  # noise kept
+    metrics = evaluate.main(
+        [f"checkpoint={tmp_path / 'run'}", "eval.num_episodes=3", f"out={tmp_path / 'e.json'}", *clean_eval]
+    )
+    assert metrics["num_episodes"] == 3 and metrics["overrides"][1:] == clean_eval
+    meta = metadata(ckpt, evaluate.load_run_config(ckpt, []))
+    assert meta["lidar"]["training_realism"]["dropout_prob"] == 0.05
+    assert meta["lidar"]["training_realism"]["latency_steps"] == 1
