@@ -182,7 +182,8 @@ class LidarRealism:
         if p.jitter_deg > 0:
             u = torch.rand(clean.shape, generator=g, device=self.device) * 2 - 1
             f = u * self._jitter_beams
-            neighbour = torch.where(f >= 0, clean[:, self._next], clean[:, self._prev])
+            nxt, prv = clean.index_select(1, self._next), clean.index_select(1, self._prev)
+            neighbour = torch.where(f >= 0, nxt, prv)
             scan = clean + f.abs() * (neighbour - clean)
         if p.range_scale != 1.0:
             scan = scan * p.range_scale

@@ -199,8 +199,11 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        ranges = clamp_misses(sensors[:, 0, 1:], self.max_range_m).numpy()
-        self.ranges.numpy()[slice(None) if ids is None else ids] = ranges
+        ranges = clamp_misses(sensors[:, 0, 1:], self.max_range_m)
+        if ids is None:
+            self.ranges.copy_(ranges)
+        else:
+            self.ranges.index_copy_(0, torch.from_numpy(ids), ranges.to(self.ranges.dtype))
         return sensors[:, 0, 0] > 0
 
     def _check_warnings(self) -> None:
