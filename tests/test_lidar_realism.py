@@ -10,7 +10,7 @@ from conftest import build_env
 from scipy import stats
 
 from navexp import compose_config
-from navexp.sim.lidar import OFF, LidarRealism, RealismSpec, beam_spacing_deg, clamp_misses
+from navexp.sim.lidar import OFF, LidarRealism, RealismSpec, beam_spacing_deg, clamp_ranges
 from navexp.sync_audit import SyncAudit
 from navexp.validation import validate_env_cfg
 
@@ -197,12 +197,12 @@ def test_warp_step_with_every_option_on_makes_no_host_sync():
     assert audit.num_syncs == 0, dict(audit.syncs)
 
 
-def test_clamp_misses_maps_every_non_return_to_max_range():
+def test_clamp_ranges_maps_every_non_return_to_max_range():
     """-1 (miss), 7.5 (beyond 6 m), inf and NaN read 6.0; 0.0 and 2.5 stay (torch and numpy input)."""
     raw = torch.tensor([-1.0, 7.5, float("inf"), float("nan"), 0.0, 2.5])
     expected = torch.tensor([6.0, 6.0, 6.0, 6.0, 0.0, 2.5])
-    assert torch.equal(clamp_misses(raw, 6.0), expected)
-    assert torch.equal(clamp_misses(raw.double().numpy(), 6.0).float(), expected)
+    assert torch.equal(clamp_ranges(raw, 6.0), expected)
+    assert torch.equal(clamp_ranges(raw.double().numpy(), 6.0).float(), expected)
 
 
 @pytest.mark.parametrize(

@@ -34,5 +34,3 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"env.device={device!r} but CUDA is not available here; use env.device=cpu or auto")
     return device
-
-

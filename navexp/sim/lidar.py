@@ -1,7 +1,7 @@
 """The 2D LiDAR in one place: beam pattern, miss handling, rangefinder MJCF and a realism model.
 
 Both backends cast the beams of ``beam_angles`` from the robot centre in the LiDAR plane and map
-their raw distances with ``clamp_misses``; the classic MuJoCo backend carries the LiDAR as the
+their raw distances with ``clamp_ranges``; the classic MuJoCo backend carries the LiDAR as the
 rangefinders of ``rangefinder_sites``/``rangefinder_sensors``, the Warp backend casts the same
 angles with ``mjw.rays`` (its small ray kernel stays in ``warp_backend.py`` so that importing this
 module never loads Warp). ``LidarRealism`` turns the clean scan into what a real sensor reports;
@@ -44,7 +44,7 @@ def beam_spacing_deg(num_beams: int, fov_deg: float) -> float:
     return fov_deg / num_beams if is_full_circle(fov_deg) else fov_deg / (num_beams - 1)
 
 
-def clamp_misses(dist: torch.Tensor | np.ndarray, max_range_m: float) -> torch.Tensor:
+def clamp_ranges(dist: torch.Tensor | np.ndarray, max_range_m: float) -> torch.Tensor:
     """Raw ray distances -> ranges (m): misses (-1), hits beyond max range and non-finite values read
     ``max_range_m``, so a policy never sees -1 or inf. A numpy array is read without a copy."""
     d = torch.from_numpy(dist) if isinstance(dist, np.ndarray) else dist

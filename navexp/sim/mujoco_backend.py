@@ -30,7 +30,7 @@ from mujoco import rollout
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.lidar import clamp_misses
+from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -199,7 +199,7 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        ranges = clamp_misses(sensors[:, 0, 1:], self.max_range_m)
+        ranges = clamp_ranges(sensors[:, 0, 1:], self.max_range_m)
         if ids is None:
             self.ranges.copy_(ranges)
         else:

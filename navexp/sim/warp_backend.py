@@ -19,7 +19,7 @@ import warp as wp
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
-from navexp.sim.lidar import clamp_misses
+from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model
 
 GRAPH_MIN_DRIVER = (12, 4)
@@ -245,7 +245,7 @@ class WarpSim:
         """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
         those in ``changed`` (written since the last step) included."""
         self._run("sense", self._sense_kernels)
-        self.ranges.copy_(clamp_misses(self._dist_t, self.max_range_m))
+        self.ranges.copy_(clamp_ranges(self._dist_t, self.max_range_m))
 
     @property
     def overflow(self) -> torch.Tensor:
