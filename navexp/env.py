@@ -26,6 +26,7 @@ from navexp.rewards.terminations import compute_terminations
 from navexp.robots import make_robot
 from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
+from navexp.sim.lidar import LidarRealism, RealismSpec
 from navexp.sim.scenarios import load_scenarios
 from navexp.sim.scene import SceneSpec
 from navexp.state import EnvDims, NavState
@@ -106,7 +107,13 @@ class NavEnv(VecEnv):
         self.goal_radius_m = float(env_cfg.goal_radius_m)
         self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
         self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
-        self.range_noise_std_m = float(env_cfg.lidar.range_noise_std_m)
+        lidar = env_cfg.lidar
+        realism = RealismSpec.from_lidar_cfg(lidar)
+        self.lidar_realism = LidarRealism(
+            realism, n, lidar.num_beams, lidar.fov_deg, lidar.max_range_m, self.generator, dev
+        )
+        """Clean scan -> the policy's scan (noise, dropout, jitter, bias/scale, min range, quantisation,
+        latency), drawing from the layout/noise generator."""
         self.check_finite = bool(env_cfg.check_finite)
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
@@ -150,7 +157,7 @@ class NavEnv(VecEnv):
         self.sim.sense(mask)
         self._read_pose()
         self._restart_history(mask)
-        self._read_scan()
+        self._read_scan(mask, advance=False)
         self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
         self._flag_non_finite(self._obs, None)
         self.faults.end_step(self.steps_taken)  # stamped with the steps taken before this reset
@@ -202,7 +209,7 @@ class NavEnv(VecEnv):
         else:
             self.held |= dones
         self.sim.sense(dones if self.auto_reset else self._no_change)
-        self._read_scan()
+        self._read_scan(reset_mask)
         self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
         self._flag_non_finite(self._obs, rewards)
         self._end_step()
@@ -307,15 +314,13 @@ class NavEnv(VecEnv):
         s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
         s.contact = s.contact & ~mask
 
-    def _read_scan(self) -> None:
-        """The clean and the noisy scan of every world (noise drawn once per step)."""
+    def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
+        """The clean scan of every world and the policy's realistic one (random draws once per call);
+        ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
         s = self.state
         s.scan_clean = self.sim.ranges.clone()
         s.min_scan = s.scan_clean.min(dim=1).values
-        s.scan = s.scan_clean
-        if self.range_noise_std_m > 0:
-            eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
-            s.scan = (s.scan_clean + self.range_noise_std_m * eps).clamp(0.0, self.dims.max_range_m)
+        s.scan = self.lidar_realism(s.scan_clean, restart, advance)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""

@@ -74,6 +74,7 @@ def _term_params(cfg, names: list[str]) -> dict[str, dict]:
 def metadata(ckpt: dict, cfg) -> dict:
     """The deployment metadata: observation layout and term params, LiDAR geometry, scales, action."""
     from navexp.sim import beam_angles
+    from navexp.sim.lidar import RealismSpec
 
     infos = ckpt.get("infos") or {}
     env = cfg.env
@@ -102,6 +103,7 @@ def metadata(ckpt: dict, cfg) -> dict:
             "beam_angles_rad": beam_angles(env.lidar.num_beams, env.lidar.fov_deg).tolist(),
             "convention": "body frame, beam 0 forward, counter-clockwise; misses read max_range_m",
             "lidar_term": "range / max_range_m, clipped to [0, 1]",
+            "training_realism": RealismSpec.from_lidar_cfg(env.lidar).as_dict(),
         },
         "scales": {
             "goal_dist_scale_m": float(cfg.obs.terms.goal_polar.params.get("dist_scale_m", 5.0)),

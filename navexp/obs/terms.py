@@ -44,7 +44,7 @@ def obs_term(name: str, provenance: Provenance, width, enabled: bool = True, rea
 
 @obs_term("lidar", Provenance.DEPLOYABLE, lambda p, d: d.num_beams)
 def lidar(s: NavState) -> torch.Tensor:
-    """[N, B] noisy scan / max range, in [0, 1]."""
+    """[N, B] realistic scan (LiDAR realism model: noise, dropout, ...) / max range, in [0, 1]."""
     return s.scan / s.dims.max_range_m
 
 

@@ -30,6 +30,7 @@ from mujoco import rollout
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
+from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -198,13 +199,11 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        dist = sensors[:, 0, 1:]
-        miss = (dist < 0) | (dist > self.max_range_m)
-        ranges = np.where(miss, self.max_range_m, dist)
+        ranges = clamp_ranges(sensors[:, 0, 1:], self.max_range_m)
         if ids is None:
-            self.ranges.numpy()[:] = ranges
+            self.ranges.copy_(ranges)
         else:
-            self.ranges.numpy()[ids] = ranges
+            self.ranges.index_copy_(0, torch.from_numpy(ids), ranges.to(self.ranges.dtype))
         return sensors[:, 0, 0] > 0
 
     def _check_warnings(self) -> None:

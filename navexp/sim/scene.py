@@ -11,11 +11,12 @@ obstacles overlapping each other or a wall cost nothing and every contact involv
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mujoco
+
+from navexp.sim.lidar import rangefinder_sensors, rangefinder_sites
 
 PARK_Z_M = -50.0
 """Unused obstacle slots are parked this far below the floor: no ray or contact reaches them."""
@@ -119,17 +120,9 @@ def _obstacles(s: SceneSpec) -> str:
     return "\n".join(lines)
 
 
-def _beam_sites(angles_rad: Sequence[float]) -> str:
-    # A rangefinder casts along its site's z axis: one site per beam, z axis in the LiDAR plane.
-    return "\n".join(
-        f'      <site name="beam{i}" zaxis="{math.cos(a)!r} {math.sin(a)!r} 0" size="0.005" group="5"/>'
-        for i, a in enumerate(angles_rad)
-    )
-
-
 def _sensors(contact_sensor: bool, beams: int) -> str:
     lines = [CONTACT_SENSOR] if contact_sensor else []
-    lines += [f'    <rangefinder name="beam{i}" site="beam{i}"/>' for i in range(beams)]
+    lines += rangefinder_sensors(beams)
     return "  <sensor>\n" + "\n".join(lines) + "\n  </sensor>\n" if lines else ""
 
 
@@ -171,7 +164,7 @@ def build_mjcf(
       <joint name="jz" type="hinge" axis="0 0 1" damping="0"/>
       <inertial pos="0 0 0" mass="{m}" {inertia}/>
       <geom name="robot" type="sphere" size="{r}" contype="1" conaffinity="0" rgba=".1 .8 .1 1"/>
-{_beam_sites(angles)}{sites}
+{rangefinder_sites(angles)}{sites}
     </body>
 {_obstacles(s)}
   </worldbody>
