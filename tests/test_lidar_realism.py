@@ -234,6 +234,7 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     from navexp import evaluate
     from navexp.checkpoint import load_checkpoint
     from navexp.export import metadata
+    from navexp.rollout import load_run_config
     from navexp.train import run
 
     overrides = [
@@ -242,15 +243,15 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     ]  # fmt: skip
     run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     ckpt = load_checkpoint(str(tmp_path / "run"))
-    trained = RealismSpec.from_lidar_cfg(evaluate.load_run_config(ckpt, []).env.lidar)
+    trained = RealismSpec.from_lidar_cfg(load_run_config(ckpt, []).env.lidar)
     assert (trained.dropout_prob, trained.latency_steps) == (0.05, 1)
     clean_eval = ["env.lidar.dropout_prob=0", "env.lidar.latency_steps=0"]
-    off = RealismSpec.from_lidar_cfg(evaluate.load_run_config(ckpt, clean_eval).env.lidar)
+    off = RealismSpec.from_lidar_cfg(load_run_config(ckpt, clean_eval).env.lidar)
     assert (off.dropout_prob, off.latency_steps, off.range_noise_std_m) == (0.0, 0, 0.01)  # noise kept
     metrics = evaluate.main(
         [f"checkpoint={tmp_path / 'run'}", "eval.num_episodes=3", f"out={tmp_path / 'e.json'}", *clean_eval]
     )
     assert metrics["num_episodes"] == 3 and metrics["overrides"][1:] == clean_eval
-    meta = metadata(ckpt, evaluate.load_run_config(ckpt, []))
+    meta = metadata(ckpt, load_run_config(ckpt, []))
     assert meta["lidar"]["training_realism"]["dropout_prob"] == 0.05
     assert meta["lidar"]["training_realism"]["latency_steps"] == 1
