@@ -32,6 +32,16 @@ def override_keys(overrides: list[str]) -> set[str]:
     return {o.split("=", 1)[0].lstrip("+~") for o in overrides}
 
 
+def group_package(group: str) -> str:
+    """Where a config group's choice lands in the composed config: its options' ``# @package`` line
+    (``robot`` -> ``env.robot``), else the group's own name."""
+    for option in sorted((CONFIG_DIR / group).glob("*.yaml")):
+        first = option.read_text().splitlines()[:1]
+        if first and first[0].startswith("# @package "):
+            return first[0].removeprefix("# @package ").strip()
+    return group
+
+
 def config_names() -> set[str]:
     """Top-level config keys and config groups: the first part of any valid override's key."""
     from navexp.config import ExperimentCfg

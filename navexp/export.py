@@ -32,13 +32,10 @@ from navexp.robots import Robot, make_robot
 def checkpoint_robot(ckpt: dict, cfg) -> Robot:
     """The robot the checkpoint was trained with (its config's ``env.robot``); a checkpoint whose
     recorded robot differs from it fails naming both."""
+    from navexp.checkpoint import check_robot
+
     robot = make_robot(cfg.env.robot)
-    recorded = (ckpt.get("infos") or {}).get("robot")
-    if recorded is not None and recorded.get("robot") != robot.name:
-        raise ValueError(
-            f"checkpoint {ckpt['_path']} was trained with robot {recorded.get('robot')!r}; this config "
-            f"uses {robot.name!r}; select robot={recorded.get('robot')}"
-        )
+    check_robot(ckpt, robot.name)
     return robot
 
 

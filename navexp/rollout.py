@@ -44,8 +44,8 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     size preset (``size=cpu``) sets the keys the preset sets. All values come from composing the
     app's config with the same overrides.
     """
-    from navexp.api import compose_config
-    from navexp.cli import override_keys
+    from navexp.api import CONFIG_DIR, compose_config
+    from navexp.cli import group_package, override_keys
     from navexp.presets import preset_values
 
     composed = compose_config(overrides)
@@ -53,9 +53,13 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     if stored is None:
         return composed
     cfg = OmegaConf.create(stored)
-    keys = override_keys(overrides)
-    if "size" in keys:  # a package _global_ group: it sets keys all over the config
-        keys |= set(preset_values(str(composed.size)))
+    keys = set()
+    for key in override_keys(overrides):
+        package = group_package(key) if (CONFIG_DIR / key).is_dir() else key
+        if package == "_global_":  # a preset group (size=cpu): it sets keys all over the config
+            keys |= {key, *preset_values(str(OmegaConf.select(composed, key)))}
+        else:  # a key, or a group's node where the group lands (robot=diffdrive -> env.robot)
+            keys.add(package)
     with open_dict(cfg):
         for key in sorted(keys):  # every value is the composed one, so the order does not matter
             OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
@@ -103,9 +107,10 @@ class EvalRun:
     @classmethod
     def build(cls, ckpt: dict, cfg: DictConfig) -> EvalRun:
         """Build the evaluation env of ``cfg``; a checkpoint with another observation layout fails here."""
-        from navexp.checkpoint import check_compatible
+        from navexp.checkpoint import check_compatible, check_robot
         from navexp.env import NavEnv
 
+        check_robot(ckpt, str(cfg.env.robot.name))  # before any simulator is built
         env = NavEnv(eval_env_cfg(cfg))
         om = env.obs_manager
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)

@@ -161,3 +161,22 @@ def test_diffdrive_learns_the_empty_room(tmp_path):
     ]
     success = run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     assert success >= 0.8, f"held-out success {success:.2%} after 60 iterations"
+
+
+def test_evaluating_with_another_robot_fails_naming_both():
+    """`robot=diffdrive` on an evaluate/play command line lands at env.robot of the stored run config;
+    a checkpoint trained with holonomic then fails before any simulator is built, naming both robots."""
+    from omegaconf import OmegaConf
+
+    from navexp import compose_config
+    from navexp.rollout import EvalRun, load_run_config
+
+    ckpt = {
+        "_path": "run/model_9.pt",
+        "infos": {"config": OmegaConf.to_container(compose_config([])), "robot": {"robot": "holonomic"}},
+    }
+    cfg = load_run_config(ckpt, ["robot=diffdrive", "env.num_envs=3"])
+    assert cfg.env.robot.name == "diffdrive" and cfg.env.robot.max_lin_vel_mps == 1.0
+    assert "robot" not in cfg and cfg.env.num_envs == 3
+    with pytest.raises(ValueError, match=r"trained with robot 'holonomic'; this config uses 'diffdrive'"):
+        EvalRun.build(ckpt, cfg)
