@@ -1,16 +1,21 @@
 """Robots: each module registers one ``Robot`` (action width and meaning, actuators, control mapping).
 
 ``make_robot(env.robot)`` builds the one a config names (``env.robot.name``, the ``robot`` config
-group). Adding a robot: a module here with a registered ``Robot`` subclass, imported below, and a
-``configs/robot/<name>.yaml``.
+group). Adding a robot: a module in this package with a ``@register_robot`` ``Robot`` subclass (every
+module here is imported below, which registers it) and a ``configs/robot/<name>.yaml``.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
-from navexp.robots import diffdrive, holonomic  # noqa: F401  (registers the robots)
 from navexp.robots.base import ROBOTS, Robot, register_robot
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")  # registers its robot
 
 DEFAULT_ROBOT = "holonomic"
 """Robot of a config without ``name`` (runs stored before robots were a config group)."""
