@@ -52,7 +52,10 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     stored = (ckpt.get("infos") or {}).get("config")
     if stored is None:
         return composed
-    cfg = OmegaConf.create(stored)
+    # Keys added to the schema since the run was trained take their defaults; the run's own values win.
+    defaults = compose_config([])
+    OmegaConf.set_struct(defaults, False)
+    cfg = OmegaConf.merge(defaults, OmegaConf.create(stored))
     keys = set()
     for key in override_keys(overrides):
         package = group_package(key) if (CONFIG_DIR / key).is_dir() else key
