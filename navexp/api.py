@@ -27,10 +27,16 @@ def resolve_scenario_path(name_or_path: str) -> Path:
 
 
 def compose_config(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
-    """Compose the same config ``python -m navexp.train`` uses, with Hydra-style overrides."""
+    """Compose the same config ``python -m navexp.train`` uses, with Hydra-style overrides.
+
+    ``size=auto`` is resolved to ``size=gpu|cpu`` as the app does; without a ``size=`` no preset
+    applies (``size=none``), unlike the app, whose default is ``auto``.
+    """
+    from navexp.presets import resolve_size_overrides
+
     register_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides or []))
+        return compose(config_name=config_name, overrides=resolve_size_overrides(list(overrides or [])))
 
 
 def make_env(cfg: DictConfig):

@@ -83,7 +83,7 @@ class ClassicBaseline:
             mujoco.mj_forward(m, d)
             self.datas.append(d)
         rng = np.random.default_rng(0)
-        self.ctrl = rng.uniform(-1, 1, (env.num_envs, 3))
+        self.ctrl = rng.uniform(-1, 1, tuple(env.sim.ctrl.shape))
         n = len(self.angles)
         self.dist, self.geomid = np.zeros(n), np.zeros(n, dtype=np.int32)
 
@@ -149,7 +149,9 @@ def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) 
         compose_config([f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"])
     )
     build_s = time.perf_counter() - t
-    actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    actions = (
+        torch.rand(n, env.num_actions, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
+    )
     t = time.perf_counter()
     env.step(actions)  # first step: every kernel is compiled or loaded (and captured on CUDA)
     env.sim.synchronize()
@@ -332,6 +334,9 @@ def format_table(result: dict) -> str:
 
 
 def parse_args(argv: list[str]) -> dict:
+    """The bench's ``name=value`` options (defaults filled in); an unknown or empty one is an error."""
+    from navexp.cli import parse_command_line
+
     opts = {
         "device": "auto",
         "backends": "auto",
@@ -342,12 +347,8 @@ def parse_args(argv: list[str]) -> dict:
         "slots": "none",
         "out": "outputs/bench.json",
     }
-    for a in argv:
-        key, _, value = a.partition("=")
-        if key not in opts or not value:
-            raise SystemExit(f"unknown or empty option {a!r}; options: {', '.join(f'{k}=' for k in opts)}")
-        opts[key] = value
-    return opts
+    usage = "python -m navexp.bench " + " ".join(f"[{k}={v}]" for k, v in opts.items())
+    return parse_command_line(argv, opts, usage, overrides=False).options
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -35,16 +35,14 @@ PROGRESS = re.compile(r"\[navexp\] it\s+(\d+)/\d+ \|\s+(\d+) steps/s \(collect (
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     """``key=value`` options, then everything after ``--`` as training overrides."""
     opts = {"nproc": "1,2", "num_envs": "256", "iterations": "8", "repeats": "1", "device": "cpu", "out": ""}
+    from navexp.cli import parse_command_line
+
     extra: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
-    for a in argv:
-        key, _, value = a.partition("=")
-        if key not in opts or not value:
-            raise SystemExit(f"unknown or empty option {a!r}; options: {', '.join(f'{k}=' for k in opts)}")
-        opts[key] = value
-    return opts, extra
+    usage = "python -m navexp.bench_dist " + " ".join(f"[{k}=...]" for k in opts) + " [-- training overrides]"
+    return parse_command_line(argv, opts, usage, overrides=False).options, extra
 
 
 def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra: list[str]) -> dict:

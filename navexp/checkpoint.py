@@ -165,6 +165,16 @@ def check_compatible(ckpt: dict, obs_layout: dict, group_widths: dict[str, int],
         )
 
 
+def check_robot(ckpt: dict, robot_name: str) -> None:
+    """Raise ValueError naming both robots when the checkpoint was trained with another one."""
+    recorded = (ckpt.get("infos") or {}).get("robot")
+    if recorded is not None and recorded.get("robot") != robot_name:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} was trained with robot {recorded.get('robot')!r}; this config "
+            f"uses {robot_name!r}; select robot={recorded.get('robot')}"
+        )
+
+
 MODEL_KEYS = (
     "ppo.hidden_dims",
     "ppo.activation",
@@ -216,6 +226,7 @@ def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
     from rsl_rl.utils import resolve_class, resolve_obs_groups
 
     om = env.obs_manager
+    check_robot(ckpt, env.robot.name)
     check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
     infos = ckpt.get("infos") or {}
     hint = _config_diff(ckpt, cfg)

@@ -47,19 +47,25 @@ class ObstaclesCfg:
 
 @dataclass
 class RobotCfg:
+    """The ``robot`` config group, placed at ``env.robot`` (``configs/robot/<name>.yaml``)."""
+
+    name: str = "holonomic"
+    """Robot module (``navexp.robots``): holonomic | diffdrive. Select with ``robot=<name>``."""
     radius_m: float = 0.2
     """Collision radius (a sphere proxy at the LiDAR height: exact for the planar task)."""
     half_height_m: float = 0.15
     """Half-height of the reference cylinder body; the sphere centre and the LiDAR sit at this z."""
     mass_kg: float = 1.0
     max_lin_vel_mps: float = 1.5
-    """Velocity servo ctrlrange for vx and vy (action 1.0 maps to this)."""
+    """Linear velocity servo ctrlrange (action 1.0 maps to this): vx and vy, or forward (diffdrive)."""
     max_ang_vel_radps: float = 2.0
-    """Velocity servo ctrlrange for wz."""
+    """Yaw-rate servo ctrlrange."""
     lin_kv: float = 100.0
     ang_kv: float = 2.0
     lin_force_limit_n: float = 200.0
     ang_torque_limit_nm: float = 20.0
+    params: dict[str, Any] = field(default_factory=dict)
+    """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built)."""
 
 
 @dataclass
@@ -70,7 +76,24 @@ class LidarCfg:
     max_range_m: float = 6.0
     """Misses and hits beyond this read max_range_m."""
     range_noise_std_m: float = 0.01
-    """Gaussian noise on the policy's scan (the privileged clean scan has none)."""
+    """Gaussian range noise (m, standard deviation) on the policy's scan (the privileged clean scan
+    has none). The realism keys below act on the policy's scan too; order and choices:
+    navexp.sim.lidar.LidarRealism."""
+    dropout_prob: float = 0.0
+    """Probability per beam and scan of no return; a dropped beam reads max_range_m (like a miss)."""
+    jitter_deg: float = 0.0
+    """Beam angle error, uniform in +-jitter_deg per beam and scan (at most the beam spacing);
+    realised by interpolating the clean scan towards the neighbouring beam."""
+    range_bias_m: float = 0.0
+    """Added to every range (m), after range_scale."""
+    range_scale: float = 1.0
+    """Every range is multiplied by this (dimensionless calibration error)."""
+    min_range_m: float = 0.0
+    """Readings below this (m) are invalid and read max_range_m (no return); 0: off."""
+    resolution_m: float = 0.0
+    """Ranges rounded to multiples of this (m); 0: off."""
+    latency_steps: int = 0
+    """The policy sees the scan of this many control steps before (0: the current one)."""
 
 
 @dataclass
@@ -302,6 +325,12 @@ class EvalCfg:
     enabled: bool = True
     plot_episodes: int = 16
     """Episodes of the final evaluation drawn (run_dir/plots/, TensorBoard and W&B); 0 = none."""
+    video_episodes: int = 2
+    """Episodes of the final evaluation animated into run_dir/plots/eval.gif, logged to TensorBoard
+    (Images tab) and W&B (``Eval/video``); 0 = none."""
+    video_fps: float = 10.0
+    video_max_frames: int = 200
+    """At most this many frames in the final evaluation's GIF (longer episodes show every n-th step)."""
 
 
 @dataclass
@@ -372,30 +401,43 @@ class ExperimentCfg:
     experiment_name: str = "navexp"
     resume: str | None = None
     """Run directory or checkpoint to continue from."""
-    size: str = "auto"
-    """auto | gpu | cpu: auto picks the GPU reference setup with CUDA, else the CPU-sized one."""
+    size: str = "none"
+    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | none).
+    ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""
 
 
-SWEEPER_TARGETS = {
-    "optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper",
-    "basic": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-}
+NAVEXP_SWEEPERS = {"optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper"}
+"""``hydra/sweeper`` choices navexp runs with a sweeper class of its own (the plugin's config, our class)."""
+
+
+def hydra_sweeper_target(choice: str) -> str:
+    """The ``_target_`` Hydra itself stores for ``hydra/sweeper=<choice>`` (e.g. its basic sweeper).
+
+    Read from Hydra's public ConfigStore, where Hydra and every installed sweeper plugin register their
+    config, so navexp never names a private Hydra module.
+    """
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # plugins register their configs when Hydra discovers them
+    cs = ConfigStore.instance()
+    options = sorted(n.removesuffix(".yaml") for n in cs.list("hydra/sweeper") if n.endswith(".yaml"))
+    if choice not in options:
+        raise ValueError(f"hydra/sweeper={choice!r} is not supported here; allowed: {options}")
+    return str(cs.load(f"hydra/sweeper/{choice}.yaml").node._target_)
 
 
 def _sweeper_target(*, _root_: Any) -> str:
-    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``.
+    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``,
+    otherwise the chosen sweeper's own class (Hydra's basic sweeper by default).
 
     Hydra rejects an app YAML that shadows the plugin's ``hydra/sweeper/optuna`` config, and a search
     space under ``hydra.sweeper.params`` breaks the basic sweeper; resolving only ``_target_`` (a key
     every sweeper config has) by the chosen option keeps both ``-m seed=1,2`` and
     ``-m hydra/sweeper=optuna`` working.
     """
-    choice = _root_.hydra.runtime.choices.get("hydra/sweeper")
-    if choice not in SWEEPER_TARGETS:
-        raise ValueError(
-            f"hydra/sweeper={choice!r} is not supported here; allowed: {sorted(SWEEPER_TARGETS)}"
-        )
-    return SWEEPER_TARGETS[choice]
+    choice = str(_root_.hydra.runtime.choices.get("hydra/sweeper"))
+    return NAVEXP_SWEEPERS.get(choice) or hydra_sweeper_target(choice)
 
 
 def _path_name(key: str, value: Any) -> str:
@@ -419,6 +461,7 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)
+    cs.store(group="robot", name="base_robot", node=RobotCfg, package="env.robot")
     cs.store(group="obs", name="base_obs", node=ObsCfg)
     cs.store(group="reward", name="base_reward", node=RewardCfg)
     cs.store(group="ppo", name="base_ppo", node=PpoCfg)

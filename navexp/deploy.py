@@ -2,21 +2,27 @@
 
     from navexp.deploy import NumpyPolicy
     policy = NumpyPolicy.load("outputs/<run>/export/policy.npz")     # written by `python -m navexp.export`
-    vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # m/s, m/s, rad/s in the body frame
+    vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # holonomic: m/s, m/s, rad/s
+    v, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)        # diffdrive: m/s, rad/s
+
+The command has the trained robot's action width and order (``policy.action_names``, the metadata's
+``action`` block), each component clipped to [-1, 1] and scaled to its unit, in the body frame.
 
 Inputs (body frame: x forward, y left): ``scan_m`` [B] ranges in metres, beam 0 forward then
 counter-clockwise (misses may be inf or nan: they read max range); ``goal_body_xy`` [2] goal
 position relative to the robot (m); ``vel_body`` [2] forward/left velocity (m/s); ``omega`` yaw rate
-(rad/s). The observation is rebuilt exactly as in training from the metadata stored in the file.
+(rad/s). The observation is rebuilt exactly as in training from the metadata stored in the file,
+term by term with the numpy twins of ``navexp.obs.numpy_terms`` (torch-free as well).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import deque
 
 import numpy as np
+
+from navexp.obs.numpy_terms import get_twin
 
 ACTIVATIONS = {
     "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
@@ -62,7 +68,10 @@ class NumpyPolicy:
         self.layers, self.act_fn = layers, ACTIVATIONS[activation]
         self.obs_mean, self.obs_std, self.eps, self.meta = obs_mean, obs_std, eps, meta
         self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
-        self.prev_action = np.zeros(3)
+        self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
+        """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""
+        self.action_names: list[str] = list(meta["action"].get("order", []))
+        self.prev_action = np.zeros(self.action_scale.size)
 
     @classmethod
     def load(cls, path: str) -> NumpyPolicy:
@@ -75,30 +84,22 @@ class NumpyPolicy:
     def reset(self) -> None:
         """Start of an episode: forget the frame history and the previous action."""
         self.history.clear()
-        self.prev_action = np.zeros(3)
+        self.prev_action = np.zeros(self.action_scale.size)
 
-    def frame(self, scan_m, goal_body_xy, vel_body, omega) -> np.ndarray:
-        """One observation frame, term by term in the exported order."""
+    def frame(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
+        """One observation frame, term by term in the exported order (each term's numpy twin)."""
         m, parts = self.meta, []
-        max_range = m["lidar"]["max_range_m"]
+        inputs = {
+            "scan_m": scan_m,
+            "goal_body_xy": goal_body_xy,
+            "vel_body": vel_body,
+            "omega": omega,
+            "prev_action": self.prev_action,
+            **extra,
+        }
+        term_params = m["obs"].get("params", {})
         for name, width in m["obs"]["terms"]:
-            if name == "lidar":
-                scan = np.nan_to_num(np.asarray(scan_m, dtype=np.float64), nan=max_range, posinf=max_range)
-                part = np.clip(scan, 0.0, max_range) / max_range
-            elif name == "goal_polar":
-                gx, gy = goal_body_xy
-                b = math.atan2(gy, gx)
-                part = np.array(
-                    [math.hypot(gx, gy) / m["scales"]["goal_dist_scale_m"], math.sin(b), math.cos(b)]
-                )
-            elif name == "vel_body":
-                part = np.asarray(vel_body, dtype=np.float64) / m["scales"]["max_lin_vel_mps"]
-            elif name == "omega":
-                part = np.array([omega / m["scales"]["max_ang_vel_radps"]])
-            elif name == "action_prev":
-                part = self.prev_action
-            else:
-                raise ValueError(f"observation term {name!r} is not available on the robot")
+            part = np.asarray(get_twin(name)(inputs, term_params.get(name, {}), m), dtype=np.float64)
             if part.shape != (width,):
                 raise ValueError(f"term {name!r} built {part.shape[0]} values, the policy expects {width}")
             parts.append(part)
@@ -113,23 +114,28 @@ class NumpyPolicy:
                 x = self.act_fn(x)
         return np.clip(x, -1.0, 1.0)
 
-    def observation(self, scan_m, goal_body_xy, vel_body, omega) -> np.ndarray:
+    def observation(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
         """The (stacked) observation the actor reads; the first frame of an episode fills the history."""
-        f = self.frame(scan_m, goal_body_xy, vel_body, omega)
+        f = self.frame(scan_m, goal_body_xy, vel_body, omega, **extra)
         if not self.history:
             self.history.extend([f] * self.history.maxlen)
         else:
             self.history.append(f)
         return np.concatenate(list(self.history))
 
-    def command(self, scan_m, goal_body_xy, vel_body, omega) -> tuple[float, float, float]:
-        """Body-frame velocity command (forward m/s, left m/s, yaw rate rad/s) for raw sensor values.
+    def command(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> tuple[float, ...]:
+        """Body-frame velocity command for raw sensor values: one value per action component, in
+        ``action_names`` order (holonomic: forward m/s, left m/s, yaw rate rad/s; diffdrive: forward
+        m/s, yaw rate rad/s). ``extra`` keyword inputs reach the numpy twins of added terms.
 
         A NaN/inf goal, velocity or yaw rate raises ValueError naming the input (the policy's output
         would be NaN); NaN/inf scan beams keep their meaning: no return, read as max range.
         """
         check_inputs(goal_body_xy, vel_body, omega)
-        a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega))
+        a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega, **extra))
+        if a.shape != self.action_scale.shape:
+            raise ValueError(
+                f"the policy outputs {a.shape[0]} actions, the action block names {self.action_names}"
+            )
         self.prev_action = a
-        scale = self.meta["action"]["scale"]
-        return float(a[0] * scale[0]), float(a[1] * scale[1]), float(a[2] * scale[2])
+        return tuple(float(v) for v in a * self.action_scale)

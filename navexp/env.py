@@ -1,7 +1,7 @@
 """NavEnv: the rsl_rl VecEnv that wires the simulator, the terms and the episode bookkeeping.
 
-One ``step(actions)``: clip the body-frame action, scale it to the servo ranges and rotate it into
-the world frame -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
+One ``step(actions)``: clip the body-frame action, let the robot (``navexp.robots``) turn it into
+servo targets -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
 auto-reset of finished worlds -> one LiDAR pass for every world -> observations. Worlds that finish
 with ``auto_reset=False`` are held (zero command, termination reason latched, zero reward) until
 ``reset()``. The step never reads a device value on the host (no sync): resets are fixed-shape masked
@@ -26,8 +26,10 @@ from navexp.maps.scenario_files import load_scenario_file
 from navexp.obs.manager import ObservationManager
 from navexp.rewards.manager import RewardManager
 from navexp.rewards.terminations import compute_terminations
+from navexp.robots import make_robot
 from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
+from navexp.sim.lidar import LidarRealism, RealismSpec
 from navexp.sim.scene import SceneSpec
 from navexp.state import EnvDims, NavState
 from navexp.validation import validate_env_cfg
@@ -47,7 +49,9 @@ class NavEnv(VecEnv):
         self.env_cfg = env_cfg
         self.device = torch.device(resolve_device(str(env_cfg.device)))
         self.num_envs = int(env_cfg.num_envs)
-        self.num_actions = 3
+        self.robot = make_robot(env_cfg.robot)
+        """Action width and meaning, and the action -> ctrl mapping (``navexp.robots``)."""
+        self.num_actions = self.robot.num_actions
         self.control_dt = env_cfg.sim.timestep_s * env_cfg.sim.decimation
         self.max_episode_length = int(math.ceil(env_cfg.episode_length_s / self.control_dt - 1e-9))
         self.auto_reset = bool(env_cfg.auto_reset)
@@ -101,7 +105,13 @@ class NavEnv(VecEnv):
         self.goal_radius_m = float(env_cfg.goal_radius_m)
         self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
         self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
-        self.range_noise_std_m = float(env_cfg.lidar.range_noise_std_m)
+        lidar = env_cfg.lidar
+        realism = RealismSpec.from_lidar_cfg(lidar)
+        self.lidar_realism = LidarRealism(
+            realism, n, lidar.num_beams, lidar.fov_deg, lidar.max_range_m, self.generator, dev
+        )
+        """Clean scan -> the policy's scan (noise, dropout, jitter, bias/scale, min range, quantisation,
+        latency), drawing from the layout/noise generator."""
         self.check_finite = bool(env_cfg.check_finite)
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
@@ -147,7 +157,7 @@ class NavEnv(VecEnv):
         self.sim.sense(mask)
         self._read_pose()
         self._restart_history(mask)
-        self._read_scan()
+        self._read_scan(mask, advance=False)
         self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
         self._flag_non_finite(self._obs, None)
         self.faults.end_step(self.steps_taken)  # stamped with the steps taken before this reset
@@ -155,7 +165,7 @@ class NavEnv(VecEnv):
         return self._obs
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Apply body-frame actions [N, 3] in [-1, 1] for one control step.
+        """Apply body-frame actions [N, A] in [-1, 1] (A and meaning: ``self.robot``) for one control step.
 
         Never waits for the device: resets are masked writes, faults are flagged on the device and
         raised every ``check_every`` steps. Rewards read the scan the action was chosen on (the
@@ -199,7 +209,7 @@ class NavEnv(VecEnv):
         else:
             self.held |= dones
         self.sim.sense(dones if self.auto_reset else self._no_change)
-        self._read_scan()
+        self._read_scan(reset_mask)
         self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
         self._flag_non_finite(self._obs, rewards)
         self._end_step()
@@ -228,7 +238,7 @@ class NavEnv(VecEnv):
         """The simulator's build values, taken out of the env config once."""
         sim, lidar = env_cfg.sim, env_cfg.lidar
         return SimSpec(
-            scene=SceneSpec.from_env_cfg(env_cfg),
+            scene=SceneSpec.from_env_cfg(env_cfg, self.robot),
             num_worlds=self.num_envs,
             device=str(self.device),
             beam_angles_rad=tuple(beam_angles(lidar.num_beams, lidar.fov_deg).tolist()),
@@ -254,10 +264,8 @@ class NavEnv(VecEnv):
         return actions.clamp(-1.0, 1.0)
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
-        # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
-        v_world = rotate_xy(a[:, :2] * self.max_lin_vel_mps, self.sim.qpos[:, 2])
-        self.sim.ctrl[:, :2] = v_world
-        self.sim.ctrl[:, 2] = a[:, 2] * self.max_ang_vel_radps
+        """Servo targets for the clipped actions [N, A], mapped by the robot at the current poses."""
+        self.robot.write_ctrl(a, self.sim.qpos, self.sim.ctrl)
 
     def _reset_where(self, mask: torch.Tensor) -> None:
         """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
@@ -306,15 +314,13 @@ class NavEnv(VecEnv):
         s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
         s.contact = s.contact & ~mask
 
-    def _read_scan(self) -> None:
-        """The clean and the noisy scan of every world (noise drawn once per step)."""
+    def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
+        """The clean scan of every world and the policy's realistic one (random draws once per call);
+        ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
         s = self.state
         s.scan_clean = self.sim.ranges.clone()
         s.min_scan = s.scan_clean.min(dim=1).values
-        s.scan = s.scan_clean
-        if self.range_noise_std_m > 0:
-            eps = torch.randn(s.scan_clean.shape, generator=self.generator, device=self.device)
-            s.scan = (s.scan_clean + self.range_noise_std_m * eps).clamp(0.0, self.dims.max_range_m)
+        s.scan = self.lidar_realism(s.scan_clean, restart, advance)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""

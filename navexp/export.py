@@ -3,11 +3,14 @@
     python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]
 
 Writes into DIR (default <run dir>/export/):
-- policy.pt: TorchScript (rsl_rl's export module: normalizer + MLP + mean action), input [N, W] -> [N, 3]
+- policy.pt: TorchScript (rsl_rl's export module: normalizer + MLP + mean action), input [N, W] -> [N, A]
+  (A: the robot's action width, ``navexp.robots``)
 - policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch)
 - policy.npz: weights, normalizer statistics and metadata for navexp.deploy.NumpyPolicy (numpy only)
-- policy_meta.json: observation layout (term order and widths, history), LiDAR geometry, scaling
-  constants and action scaling, so a robot-side program can rebuild the input.
+- policy_meta.json: observation layout (term order, widths and params, history), LiDAR geometry,
+  scaling constants and the robot's action block (names, units, scale, frame), so a robot-side
+  program can rebuild the input. Term descriptions come from the terms' numpy twins
+  (``navexp/obs/numpy_terms.py``), which ``navexp.deploy`` computes the observation with.
 Outputs are the raw mean actions; the env (and NumpyPolicy) clip them to [-1, 1] before scaling.
 """
 
@@ -19,7 +22,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from tensordict import TensorDict
+
+from navexp.obs.numpy_terms import describe, get_twin
+from navexp.robots import Robot, make_robot
+
+
+def checkpoint_robot(ckpt: dict, cfg) -> Robot:
+    """The robot the checkpoint was trained with (its config's ``env.robot``); a checkpoint whose
+    recorded robot differs from it fails naming both."""
+    from navexp.checkpoint import check_robot
+
+    robot = make_robot(cfg.env.robot)
+    check_robot(ckpt, robot.name)
+    return robot
 
 
 def actor_from_checkpoint(ckpt: dict, cfg):
@@ -33,19 +50,37 @@ def actor_from_checkpoint(ckpt: dict, cfg):
     widths = infos.get("group_widths") or {"policy": ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]}
     obs = TensorDict({g: torch.zeros(1, w) for g, w in widths.items()}, batch_size=[1])
     actor_class, actor_cfg = resolve_class(train_cfg["actor"])
-    actor = actor_class(obs, train_cfg["obs_groups"], "actor", 3, **actor_cfg)
+    num_actions = checkpoint_robot(ckpt, cfg).num_actions
+    actor = actor_class(obs, train_cfg["obs_groups"], "actor", num_actions, **actor_cfg)
     actor.load_state_dict(ckpt["actor_state_dict"])
     return actor.eval()
 
 
+def _term_params(cfg, names: list[str]) -> dict[str, dict]:
+    """Each term's resolved params as trained (defaults filled in from its signature)."""
+    from navexp.obs.terms import OBS_TERMS
+
+    params = {}
+    for name in names:
+        tcfg = cfg.obs.terms.get(name)
+        given = OmegaConf.to_container(tcfg.params) if tcfg is not None and "params" in tcfg else None
+        params[name] = OBS_TERMS.get(name).resolve_params(given, "observation")
+    return params
+
+
 def metadata(ckpt: dict, cfg) -> dict:
+    """The deployment metadata: observation layout and term params, LiDAR geometry, scales, action."""
     from navexp.sim import beam_angles
+    from navexp.sim.lidar import RealismSpec
 
     infos = ckpt.get("infos") or {}
     env = cfg.env
     layout = infos.get("obs_layout", {}).get("policy")
     if layout is None:
         raise ValueError(f"checkpoint {ckpt['_path']} has no observation layout (not written by navexp)")
+    names = [n for n, _ in layout]
+    for name in names:
+        get_twin(name)  # a term the robot cannot compute fails here, not on the robot
     width = sum(w for _, w in layout) * int(infos.get("history_length", 1))
     return {
         "checkpoint": ckpt["_path"],
@@ -56,6 +91,7 @@ def metadata(ckpt: dict, cfg) -> dict:
             "history_length": int(infos.get("history_length", 1)),
             "width": width,
             "order": "terms in this order per frame; frames oldest first",
+            "params": _term_params(cfg, names),
         },
         "lidar": {
             "num_beams": int(env.lidar.num_beams),
@@ -64,25 +100,15 @@ def metadata(ckpt: dict, cfg) -> dict:
             "beam_angles_rad": beam_angles(env.lidar.num_beams, env.lidar.fov_deg).tolist(),
             "convention": "body frame, beam 0 forward, counter-clockwise; misses read max_range_m",
             "lidar_term": "range / max_range_m, clipped to [0, 1]",
+            "training_realism": RealismSpec.from_lidar_cfg(env.lidar).as_dict(),
         },
         "scales": {
             "goal_dist_scale_m": float(cfg.obs.terms.goal_polar.params.get("dist_scale_m", 5.0)),
             "max_lin_vel_mps": float(env.robot.max_lin_vel_mps),
             "max_ang_vel_radps": float(env.robot.max_ang_vel_radps),
         },
-        "terms": {
-            "goal_polar": "[|g| / goal_dist_scale_m, sin b, cos b]; g: goal (body frame), b = atan2(gy, gx)",
-            "vel_body": "[v_forward, v_left] / max_lin_vel_mps",
-            "omega": "yaw rate / max_ang_vel_radps",
-            "action_prev": "last clipped action",
-        },
-        "action": {
-            "order": ["forward", "left", "yaw_rate"],
-            "clip": [-1.0, 1.0],
-            "scale": [float(env.robot.max_lin_vel_mps)] * 2 + [float(env.robot.max_ang_vel_radps)],
-            "units": ["m/s", "m/s", "rad/s"],
-            "frame": "body",
-        },
+        "terms": {name: describe(name) for name in names},
+        "action": checkpoint_robot(ckpt, cfg).action_meta(),
         "control_period_s": float(env.sim.timestep_s * env.sim.decimation),
     }
 
@@ -138,12 +164,14 @@ def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> dict[str, Path]:
     from navexp.checkpoint import load_checkpoint
-    from navexp.evaluate import load_run_config
+    from navexp.cli import parse_command_line
+    from navexp.rollout import load_run_config
 
+    usage = "python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]"
     argv = list(sys.argv[1:] if argv is None else argv)
-    opts = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith(("checkpoint=", "out="))}
-    if "checkpoint" not in opts:
-        raise SystemExit("usage: python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]")
+    opts = parse_command_line(
+        argv, {"checkpoint": None, "out": None}, usage, required=("checkpoint",), overrides=False
+    ).options
     ckpt = load_checkpoint(opts["checkpoint"])
     cfg = load_run_config(ckpt, [])
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "export"

@@ -66,7 +66,9 @@ class NavState:
     after the resets: while rewards are computed, the scan fields hold the scan the action was
     chosen on; the observations get the new one."""
     scan: torch.Tensor
-    """[N, B] the robot's scan: clean + Gaussian noise, clipped to [0, max_range] (m)."""
+    """[N, B] the robot's scan (m): the clean scan through the LiDAR realism model (``env.lidar``:
+    Gaussian noise, dropout, jitter, bias and scale, min range, quantisation, latency), in
+    [0, max_range]; the ``lidar`` observation term reads it."""
     min_scan: torch.Tensor
     """[N] smallest clean range (m), measured from the robot centre."""
     contact: torch.Tensor

@@ -102,21 +102,21 @@ def _run(
     from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
     from navexp.env import NavEnv
     from navexp.evaluate import evaluation_record
-    from navexp.presets import apply_size_preset, resolve_size
+    from navexp.presets import applied_preset
     from navexp.repro import seed_everything, write_run_record
     from navexp.rl_cfg import build_train_cfg
     from navexp.runner import NavRunner
     from navexp.sim import resolve_device
     from navexp.sweep.trial import objective, pruning_callback, record_metrics
 
-    validate_env_cfg(cfg.env)  # env.device=cuda without CUDA fails here, before a preset is picked
+    validate_env_cfg(cfg.env)  # env.device=cuda without CUDA fails here, before anything is built
     device = resolve_device(str(cfg.env.device)) if not ctx.enabled else ctx.device
     if ctx.enabled:
         with open_dict(cfg):
             cfg.env.device = device  # cuda:<LOCAL_RANK> or cpu
-    size = resolve_size(str(cfg.size), device)
-    applied = apply_size_preset(cfg, size, overrides)
-    validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names, with the preset applied
+    size = str(cfg.size)  # the preset group Hydra composed (the app resolved size=auto before that)
+    applied = applied_preset(size, overrides)
+    validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names
     if ctx.is_main:
         print(
             f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
@@ -161,6 +161,7 @@ def _run(
         "group_widths": om.group_widths,
         "history_length": om.history_length,
         "obs_groups": train_cfg["obs_groups"],
+        "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     record = {
@@ -222,7 +223,7 @@ def _run(
     write_run_record(run_dir, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
-        metrics, figures = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
+        metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
         metrics.update(evaluation_record(cfg, runner.last_checkpoint, list(overrides or [])))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
@@ -230,7 +231,7 @@ def _run(
             f"timeout {metrics['timeout_rate']:.1%} -> {run_dir}/eval.json"
         )
         write_atomic(run_dir / "eval.json", json.dumps(metrics, indent=2))
-        _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures)
+        _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures, videos)
         record_metrics(cfg, metrics, str(run_dir))
     if hasattr(writer, "finish"):
         writer.finish()
@@ -274,33 +275,41 @@ def _policy_digest(runner: NavRunner) -> str:
     return tensor_digest([*saved["actor_state_dict"].values(), *saved["critic_state_dict"].values()])
 
 
-def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict]:
-    """The final evaluation, recorded: metrics plus trajectory figures (also saved under plots/)."""
-    import torch
-
+def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict, dict]:
+    """The final evaluation, recorded: metrics, trajectory figures (also saved under plots/) and the
+    GIF of the first ``eval.video_episodes`` episodes (plots/eval.gif), as {tag: path}."""
     from navexp.env import NavEnv
-    from navexp.evaluate import eval_env_cfg
-    from navexp.play import record_episodes, scene_info, write_plots
+    from navexp.play import scene_info, write_plots
     from navexp.plots import grid_figure
+    from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.video import write_video
 
-    ecfg = eval_env_cfg(cfg)
-    env = NavEnv(ecfg)
-    with torch.inference_mode():
-        episodes, metrics = record_episodes(policy, env, int(ecfg.eval.num_episodes))
-    figures = {}
-    if int(cfg.eval.plot_episodes) > 0:
-        info = scene_info(env)
-        shown = episodes[: int(cfg.eval.plot_episodes)]
+    env = NavEnv(eval_env_cfg(cfg))
+    shown_n, video_n = int(cfg.eval.plot_episodes), int(cfg.eval.video_episodes)
+    metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=max(shown_n, video_n) > 0)
+    figures, videos = {}, {}
+    info = scene_info(env)
+    if shown_n > 0:
+        shown = episodes[:shown_n]
         write_plots(shown, info, run_dir / "plots")
         figures["Eval/trajectories"] = grid_figure(shown, info)
-    return metrics, figures
+    if video_n > 0:
+        path = run_dir / "plots" / "eval.gif"
+        ev = cfg.eval
+        write_video(episodes[:video_n], info, path, float(ev.video_fps), int(ev.video_max_frames))
+        videos["Eval/video"] = path
+    return metrics, figures, videos
 
 
-def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -> None:
+def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, videos: dict) -> None:
     if writer is None:
         return
+    from navexp.video import log_gif
+
     for tag, fig in figures.items():
         writer.add_figure(tag, fig, it)  # closes the figure
+    for tag, path in videos.items():
+        log_gif(writer, tag, path, it)
     from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
 
     scalars = {
@@ -327,8 +336,20 @@ def main(cfg: DictConfig) -> float | list[float]:
     return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
 
 
-if __name__ == "__main__":
+def app_argv(argv: list[str]) -> list[str]:
+    """The command line Hydra composes from: ``size=auto`` (the default) resolved to ``size=gpu|cpu``
+    first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
+    under torchrun only rank 0 gets a Hydra run directory."""
     from navexp.distributed import worker_hydra_overrides
+    from navexp.presets import size_override_argv
 
-    sys.argv = worker_hydra_overrides(sys.argv)  # under torchrun only rank 0 gets a Hydra run directory
+    try:
+        argv = size_override_argv(argv)
+    except ValueError as e:
+        raise SystemExit(f"Error: {e}") from None
+    return worker_hydra_overrides(argv)
+
+
+if __name__ == "__main__":
+    sys.argv = app_argv(sys.argv)
     main()

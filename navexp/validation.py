@@ -101,7 +101,7 @@ def validate_env_cfg(cfg: Any) -> None:
         lidar.max_range_m,
         f"> robot.radius_m ({robot.radius_m})",
     )
-    _check(lidar.range_noise_std_m >= 0, "lidar.range_noise_std_m", lidar.range_noise_std_m, ">= 0")
+    _check_lidar_realism(lidar)
     from navexp.sim.base import BACKENDS, backend_choices
 
     known = sim.backend == "auto" or sim.backend in BACKENDS or ":" in str(sim.backend)
@@ -174,6 +174,45 @@ def _validate_maps(cfg: Any) -> None:
             )
 
 
+def _check_lidar_realism(lidar: Any) -> None:
+    """The realism keys of ``env.lidar`` (navexp.sim.lidar.LidarRealism); a key an older run's stored
+    config lacks is checked at its default."""
+    from navexp.sim.lidar import RealismSpec, beam_spacing_deg
+
+    latency = getattr(lidar, "latency_steps", 0)
+    _check(
+        isinstance(latency, int) and not isinstance(latency, bool) and latency >= 0,
+        "lidar.latency_steps",
+        latency,
+        "an integer >= 0 (control steps)",
+    )
+    p = RealismSpec.from_lidar_cfg(lidar)
+    max_r = float(lidar.max_range_m)
+    _check(p.range_noise_std_m >= 0, "lidar.range_noise_std_m", p.range_noise_std_m, ">= 0 (m)")
+    _check(0 <= p.dropout_prob < 1, "lidar.dropout_prob", p.dropout_prob, "0 <= dropout_prob < 1")
+    spacing = beam_spacing_deg(int(lidar.num_beams), float(lidar.fov_deg))
+    _check(
+        0 <= p.jitter_deg <= spacing,
+        "lidar.jitter_deg",
+        p.jitter_deg,
+        f"0 <= jitter_deg <= the beam spacing ({spacing:g} deg for {lidar.num_beams} beams over "
+        f"{lidar.fov_deg:g} deg)",
+    )
+    _check(
+        abs(p.range_bias_m) < max_r, "lidar.range_bias_m", p.range_bias_m, f"|bias| < max_range_m ({max_r})"
+    )
+    _check(0 < p.range_scale <= 2, "lidar.range_scale", p.range_scale, "0 < range_scale <= 2")
+    _check(
+        0 <= p.min_range_m < max_r, "lidar.min_range_m", p.min_range_m, f"0 <= value < max_range_m ({max_r})"
+    )
+    _check(
+        0 <= p.resolution_m < max_r,
+        "lidar.resolution_m",
+        p.resolution_m,
+        f"0 <= value < max_range_m ({max_r})",
+    )
+
+
 def _check_cuda(device: str) -> None:
     """A CUDA device on a machine without CUDA fails here, before a preset or a buffer is chosen."""
     import torch
@@ -231,6 +270,7 @@ def validate_run_cfg(cfg: Any) -> None:
         f"1 <= value <= env.num_envs * ppo.num_steps_per_env = {cfg.env.num_envs} * "
         f"{ppo.num_steps_per_env} = {batch} (each mini-batch needs at least one transition)",
     )
+    _check_eval_video(cfg.eval)
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
@@ -239,3 +279,14 @@ def validate_run_cfg(cfg: Any) -> None:
 def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ValueError(f"ppo config: ppo.{key}={value!r} is invalid; allowed: {allowed}")
+
+
+def _check_eval_video(ev: Any) -> None:
+    """The final evaluation's GIF settings (else the failure would come after the whole training)."""
+    for key, ok, allowed in (
+        ("video_episodes", ev.video_episodes >= 0, "an integer >= 0 (0 = no video)"),
+        ("video_fps", ev.video_fps > 0, "a number > 0"),
+        ("video_max_frames", ev.video_max_frames >= 1, "an integer >= 1"),
+    ):
+        if not ok:
+            raise ValueError(f"eval config: eval.{key}={ev[key]!r} is invalid; allowed: {allowed}")

@@ -32,6 +32,7 @@ TINY = [
     "ppo.save_interval=1",
     "eval.num_episodes=4",
     "eval.plot_episodes=0",
+    "eval.video_episodes=0",
     "size=none",
 ]
 LAYOUT_SEED = 42 + 1_000_003  # seed + eval.layout_seed_offset (defaults)
@@ -337,10 +338,10 @@ def test_impossible_ppo_sizes_fail_before_training(tmp_path, override, message):
 # -- 10. evaluation output checked first, metrics printed before written; disk full ---------------
 def test_unwritable_evaluation_output_fails_before_any_episode(trained, tmp_path, monkeypatch):
     """out= under a regular file: OSError naming it, and not one episode was run."""
-    from navexp import evaluate
+    from navexp import evaluate, rollout
 
     ran = []
-    monkeypatch.setattr(evaluate, "run_episodes", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(rollout, "run_episodes", lambda *a, **k: ran.append(1))
     blocker = tmp_path / "file"
     blocker.write_text("")
     before = snapshot(trained)

@@ -198,7 +198,7 @@ def test_layout_ids_regenerate_the_layout_and_the_splits_never_share_a_seed():
     """env=families (hashed ids): every pool layout is regenerated bit for bit from (family, seed);
     training seeds lie below 2**40 and the evaluation config's at or above it, so no id is shared
     whatever the run seeds."""
-    from navexp.evaluate import eval_env_cfg
+    from navexp.rollout import eval_env_cfg
 
     cfg = compose_config(["env=families", "env.device=cpu"])
     spec, maps = LayoutSpec.from_env_cfg(cfg.env), MapSpec.from_env_cfg(cfg.env)
@@ -352,7 +352,7 @@ def test_a_checkpoint_config_from_before_map_families_still_builds_and_evaluates
     before map families) gives the random family only, no wall slots, and the evaluation config."""
     from omegaconf import OmegaConf
 
-    from navexp.evaluate import eval_env_cfg
+    from navexp.rollout import eval_env_cfg
 
     stored = OmegaConf.to_container(compose_config(["env.num_envs=2"]))
     del stored["env"]["maps"], stored["env"]["obstacles"]["wall_slots"]

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+import torch
+import yaml
 from conftest import TINY_TRAIN
 from optuna.trial import TrialState
 
@@ -195,6 +197,14 @@ def test_joblib_launcher_runs_trials_in_parallel(tmp_path):
     )
     assert "Joblib" in proc.stdout + proc.stderr
     assert [t.state for t in load(tmp_path).trials] == [TrialState.COMPLETE] * 2
+    # Sizes (here without CUDA): the app resolved size=auto to cpu once for the study;
+    # sweep.trial_overrides_cpu (save interval 20) win over the preset (50), and the command line
+    # (4 worlds) over both (128, 256).
+    trial_dirs = sorted((tmp_path / "sweep").glob("trial_*"))
+    assert len(trial_dirs) == 2
+    for trial_dir in trial_dirs if not torch.cuda.is_available() else []:
+        cfg = yaml.safe_load((trial_dir / "config.yaml").read_text())
+        assert (cfg["size"], cfg["ppo"]["save_interval"], cfg["env"]["num_envs"]) == ("cpu", 20, 4), trial_dir
 
 
 def test_sweep_report_cli(tmp_path):

@@ -203,6 +203,7 @@ def test_wandb_offline_run_has_config_and_metrics(tmp_path):
         b"Loss/value",
         b"Metrics/success_rate",
         b"Eval/success_rate",
+        b"Eval/video",
         b"unit",
         b"test",
     ]:
@@ -210,6 +211,9 @@ def test_wandb_offline_run_has_config_and_metrics(tmp_path):
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["wandb_run_id"] and info["wandb_run_id"] in runs[0].name
     assert "Loss/value" in scalars(run_dir)  # TensorBoard events are written alongside
+    # The final evaluation's GIF (eval.video_episodes=2) is a W&B video file of the run.
+    (video,) = runs[0].glob("files/media/videos/Eval/video_*.gif")
+    assert video.read_bytes() == (run_dir / "plots" / "eval.gif").read_bytes()
 
 
 def test_wandb_failure_degrades_to_tensorboard(tmp_path, monkeypatch):
@@ -242,7 +246,7 @@ def test_evaluate_cli_scores_a_checkpoint(tmp_path):
 
 def test_wilson_interval_hand_computed():
     """8 of 10: p = 0.8, z = 1.96 -> [0.4902, 0.9433] (Wilson score interval)."""
-    from navexp.evaluate import wilson_interval
+    from navexp.rollout import wilson_interval
 
     lo, hi = wilson_interval(8, 10)
     assert abs(lo - 0.4902) < 1e-4 and abs(hi - 0.9433) < 1e-4

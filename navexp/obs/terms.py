@@ -1,7 +1,9 @@
 """Observation terms. Each scales itself to O(1) and declares its width from params and env dims.
 
 DEPLOYABLE terms (a real robot has them) form group ``policy``; SIM_ONLY terms (simulation truth)
-form group ``privileged``. The group follows from the provenance given here, never from YAML.
+form group ``privileged``. The group follows from the provenance given here, never from YAML. Every
+DEPLOYABLE term has a numpy twin in ``navexp/obs/numpy_terms.py`` (torch-free), from which export and
+deploy rebuild it on the robot.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from enum import StrEnum
 
 import torch
 
+from navexp.obs.numpy_terms import NUMPY_TWINS
 from navexp.registry import Registry
 from navexp.state import NavState, check_reads
 
@@ -28,14 +31,20 @@ def obs_term(name: str, provenance: Provenance, width, enabled: bool = True, rea
     """Register an observation term; ``width(params, dims) -> int`` declares its output width.
 
     ``reads`` names the on-demand NavState fields the term uses (``ON_DEMAND_FIELDS``): the env
-    computes those only while an active term reads them."""
+    computes those only while an active term reads them. A DEPLOYABLE term needs its numpy twin
+    (``@numpy_twin(name)`` in ``navexp/obs/numpy_terms.py``) registered first."""
     check_reads(name, reads)
+    if provenance == Provenance.DEPLOYABLE and name not in NUMPY_TWINS:
+        raise ValueError(
+            f"deployable observation term '{name}' has no numpy twin; register one with "
+            f"@numpy_twin({name!r}) in navexp/obs/numpy_terms.py (deploy builds the term from it)"
+        )
     return OBS_TERMS.register(name, provenance=provenance, width=width, enabled=enabled, reads=tuple(reads))
 
 
 @obs_term("lidar", Provenance.DEPLOYABLE, lambda p, d: d.num_beams)
 def lidar(s: NavState) -> torch.Tensor:
-    """[N, B] noisy scan / max range, in [0, 1]."""
+    """[N, B] realistic scan (LiDAR realism model: noise, dropout, ...) / max range, in [0, 1]."""
     return s.scan / s.dims.max_range_m
 
 
@@ -60,7 +69,7 @@ def omega(s: NavState) -> torch.Tensor:
 
 @obs_term("action_prev", Provenance.DEPLOYABLE, lambda p, d: d.num_actions, enabled=False)
 def action_prev(s: NavState) -> torch.Tensor:
-    """[N, 3] the last applied (clipped) action."""
+    """[N, A] the last applied (clipped) action (A and order: the robot's, ``navexp.robots``)."""
     return s.action
 
 

@@ -251,6 +251,3 @@ def nearest_obstacle(
     dist, arg = d_all.min(dim=-1)
     closest = c_all.gather(2, arg[..., None, None].expand(-1, -1, 1, 2)).squeeze(2)
     return dist, closest
-
-
-_rotate = rotate_xy  # transitional alias while branches merge

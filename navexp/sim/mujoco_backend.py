@@ -30,6 +30,7 @@ from mujoco import rollout
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
+from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -98,7 +99,7 @@ class MujocoSim:
         self._warnings = self._warning_counts()
         self.qpos = torch.zeros(num_worlds, 3)
         self.qvel = torch.zeros(num_worlds, 3)
-        self.ctrl = torch.zeros(num_worlds, 3)
+        self.ctrl = torch.zeros(num_worlds, m.nu)  # the robot's servo targets
         self.contact = torch.zeros(num_worlds, dtype=torch.int32)
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
         self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
@@ -157,7 +158,7 @@ class MujocoSim:
         """All worlds, ``decimation`` substeps, in the thread pool; returns the per-world contact flag."""
         self._load_state()
         st, u = self._state, self.ctrl.numpy()
-        self._control[:, :, :3] = u[:, None, :]
+        self._control[:, :, : u.shape[1]] = u[:, None, :]
         self._bad_input = ~(np.isfinite(st).all(1) & np.isfinite(u).all(1))
         self._rollout.rollout(
             self.models,
@@ -198,13 +199,11 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        dist = sensors[:, 0, 1:]
-        miss = (dist < 0) | (dist > self.max_range_m)
-        ranges = np.where(miss, self.max_range_m, dist)
+        ranges = clamp_ranges(sensors[:, 0, 1:], self.max_range_m)
         if ids is None:
-            self.ranges.numpy()[:] = ranges
+            self.ranges.copy_(ranges)
         else:
-            self.ranges.numpy()[ids] = ranges
+            self.ranges.index_copy_(0, torch.from_numpy(ids), ranges.to(self.ranges.dtype))
         return sensors[:, 0, 0] > 0
 
     def _check_warnings(self) -> None:

@@ -1,5 +1,8 @@
 """One scene builder for every backend: a walled room, the planar robot and fixed obstacle slots.
 
+The robot base is the same for every robot (slide x, slide y, hinge z, a sphere collider); its
+actuators come from the robot (``navexp.robots``) through ``SceneSpec.actuators_mjcf``.
+
 Frames and units: world frame, metres, radians. The room is centred on the origin; the robot moves
 in the plane z = ``robot_z`` (the LiDAR plane). Collision filtering is by contype/conaffinity: only
 the robot collides (robot contype=1/conaffinity=0, walls and obstacles contype=0/conaffinity=1), so
@@ -8,11 +11,12 @@ obstacles overlapping each other or a wall cost nothing and every contact involv
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mujoco
+
+from navexp.sim.lidar import rangefinder_sensors, rangefinder_sites
 
 PARK_Z_M = -50.0
 """Unused obstacle slots are parked this far below the floor: no ray or contact reaches them."""
@@ -24,7 +28,8 @@ CONTACT_SENSOR = '    <contact name="robot_contacts" geom1="robot" data="found"/
 
 @dataclass(frozen=True)
 class SceneSpec:
-    """Geometry and actuation of the scene; plain values so the sim layer needs no RL config."""
+    """Geometry and actuation of the scene; plain values (the robot's actuators as MJCF) so the sim layer
+    needs no RL config."""
 
     size_x_m: float
     size_y_m: float
@@ -36,13 +41,13 @@ class SceneSpec:
     robot_radius_m: float
     robot_half_height_m: float
     robot_mass_kg: float
-    max_lin_vel_mps: float
-    max_ang_vel_radps: float
-    lin_kv: float
-    ang_kv: float
-    lin_force_limit_n: float
-    ang_torque_limit_nm: float
     timestep_s: float
+    actuators_mjcf: str
+    """The robot's ``<actuator>`` children (``navexp.robots``: one per ctrl column)."""
+    robot_sites_mjcf: str = ""
+    """Extra elements inside the robot body (the sites of site-transmission actuators)."""
+    coupled_inertia: bool = False
+    """Give the robot body a negligible product of inertia (see ``build_mjcf``)."""
     wall_slots: int = 0
     """Wall segments: box geoms in slots of their own (``wall{i}``), after the box slots."""
 
@@ -56,9 +61,14 @@ class SceneSpec:
         return self.cylinder_slots + self.box_slots + self.wall_slots
 
     @classmethod
-    def from_env_cfg(cls, env_cfg) -> SceneSpec:
-        """Take the scene values out of an env config (any object with the EnvCfg attributes)."""
-        room, obst, robot = env_cfg.room, env_cfg.obstacles, env_cfg.robot
+    def from_env_cfg(cls, env_cfg, robot=None) -> SceneSpec:
+        """Take the scene values out of an env config (any object with the EnvCfg attributes); the
+        actuators come from ``robot`` (a ``navexp.robots.Robot``; default: the one ``env.robot`` names)."""
+        from navexp.robots import make_robot
+
+        room, obst = env_cfg.room, env_cfg.obstacles
+        robot_cfg = env_cfg.robot
+        robot = make_robot(robot_cfg) if robot is None else robot
         return cls(
             size_x_m=room.size_x_m,
             size_y_m=room.size_y_m,
@@ -67,16 +77,13 @@ class SceneSpec:
             cylinder_slots=obst.cylinder_slots,
             box_slots=obst.box_slots,
             obstacle_height_m=obst.height_m,
-            robot_radius_m=robot.radius_m,
-            robot_half_height_m=robot.half_height_m,
-            robot_mass_kg=robot.mass_kg,
-            max_lin_vel_mps=robot.max_lin_vel_mps,
-            max_ang_vel_radps=robot.max_ang_vel_radps,
-            lin_kv=robot.lin_kv,
-            ang_kv=robot.ang_kv,
-            lin_force_limit_n=robot.lin_force_limit_n,
-            ang_torque_limit_nm=robot.ang_torque_limit_nm,
+            robot_radius_m=robot_cfg.radius_m,
+            robot_half_height_m=robot_cfg.half_height_m,
+            robot_mass_kg=robot_cfg.mass_kg,
             timestep_s=env_cfg.sim.timestep_s,
+            actuators_mjcf=robot.actuators_mjcf(),
+            robot_sites_mjcf=robot.sites_mjcf(),
+            coupled_inertia=robot.coupled_inertia,
             wall_slots=getattr(obst, "wall_slots", 0),  # absent in configs of before walls
         )
 
@@ -132,17 +139,9 @@ def _obstacles(s: SceneSpec) -> str:
     return "\n".join(lines)
 
 
-def _beam_sites(angles_rad: Sequence[float]) -> str:
-    # A rangefinder casts along its site's z axis: one site per beam, z axis in the LiDAR plane.
-    return "\n".join(
-        f'      <site name="beam{i}" zaxis="{math.cos(a)!r} {math.sin(a)!r} 0" size="0.005" group="5"/>'
-        for i, a in enumerate(angles_rad)
-    )
-
-
 def _sensors(contact_sensor: bool, beams: int) -> str:
     lines = [CONTACT_SENSOR] if contact_sensor else []
-    lines += [f'    <rangefinder name="beam{i}" site="beam{i}"/>' for i in range(beams)]
+    lines += rangefinder_sensors(beams)
     return "  <sensor>\n" + "\n".join(lines) + "\n  </sensor>\n" if lines else ""
 
 
@@ -165,8 +164,15 @@ def build_mjcf(
     h = s.robot_half_height_m
     izz = 0.5 * m * r * r
     ixx = m * (3 * r * r + (2 * h) ** 2) / 12
-    v, w = s.max_lin_vel_mps, s.max_ang_vel_radps
-    f, tq = s.lin_force_limit_n, s.ang_torque_limit_nm
+    inertia = f'diaginertia="{ixx} {ixx} {izz}"'
+    sites = "\n" + s.robot_sites_mjcf if s.robot_sites_mjcf else ""
+    if s.coupled_inertia:
+        # MuJoCo flags a body whose mass matrix is diagonal as "simple" and then stores the implicit
+        # velocity derivative without off-diagonal terms: a servo along a body-frame direction at
+        # yaw != 0 (it couples the x and y slides) would be integrated as if it pushed along x and y
+        # separately. A product of inertia Ixz of 1e-9 kg m^2 makes the body non-simple; the planar
+        # dynamics are unchanged (only roll/pitch, which have no joints, see Ixz).
+        inertia = f'fullinertia="{ixx} {ixx} {izz} 0 1e-09 0"'
     return f"""<mujoco model="navexp">
   <option timestep="{s.timestep_s}" integrator="implicitfast" gravity="0 0 0"/>
   <worldbody>
@@ -175,19 +181,14 @@ def build_mjcf(
       <joint name="jx" type="slide" axis="1 0 0" damping="0"/>
       <joint name="jy" type="slide" axis="0 1 0" damping="0"/>
       <joint name="jz" type="hinge" axis="0 0 1" damping="0"/>
-      <inertial pos="0 0 0" mass="{m}" diaginertia="{ixx} {ixx} {izz}"/>
+      <inertial pos="0 0 0" mass="{m}" {inertia}/>
       <geom name="robot" type="sphere" size="{r}" contype="1" conaffinity="0" rgba=".1 .8 .1 1"/>
-{_beam_sites(angles)}
+{rangefinder_sites(angles)}{sites}
     </body>
 {_obstacles(s)}
   </worldbody>
   <actuator>
-    <velocity name="vx" joint="jx" kv="{s.lin_kv}" ctrllimited="true" ctrlrange="{-v} {v}"
-              forcelimited="true" forcerange="{-f} {f}"/>
-    <velocity name="vy" joint="jy" kv="{s.lin_kv}" ctrllimited="true" ctrlrange="{-v} {v}"
-              forcelimited="true" forcerange="{-f} {f}"/>
-    <velocity name="wz" joint="jz" kv="{s.ang_kv}" ctrllimited="true" ctrlrange="{-w} {w}"
-              forcelimited="true" forcerange="{-tq} {tq}"/>
+{s.actuators_mjcf}
   </actuator>
 {_sensors(contact_sensor, len(angles))}</mujoco>
 """

@@ -19,6 +19,7 @@ import warp as wp
 
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
+from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
 GRAPH_MIN_DRIVER = (12, 4)
@@ -68,7 +69,7 @@ class WarpSim:
 
     Tensors (torch views, [N, ...] with N = num_worlds, world frame):
         qpos [N, 3]: x (m), y (m), yaw (rad, unwrapped).  qvel [N, 3]: vx, vy (m/s), wz (rad/s).
-        ctrl [N, 3]: velocity servo targets in the world frame.  contact [N]: int, 1 if the robot
+        ctrl [N, nu]: the robot's servo targets (navexp.robots).  contact [N]: int, 1 if the robot
         touched anything during the last step().  overflow [N]: mujoco_warp's overflow bitmask of the
         last step.  ranges [N, B]: LiDAR ranges (m) as of the last sense(), misses and hits beyond
         max range read max_range_m.
@@ -244,10 +245,7 @@ class WarpSim:
         """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
         those in ``changed`` (written since the last step) included."""
         self._run("sense", self._sense_kernels)
-        # Misses (-1) and hits beyond max range read max range, so a policy never sees -1 or inf.
-        d = self._dist_t
-        miss = (d < 0) | (d > self.max_range_m) | ~torch.isfinite(d)
-        self.ranges.copy_(d.masked_fill(miss, self.max_range_m))
+        self.ranges.copy_(clamp_ranges(self._dist_t, self.max_range_m))
 
     @property
     def overflow(self) -> torch.Tensor:

@@ -1,0 +1,216 @@
+"""The 2D LiDAR in one place: beam pattern, miss handling, rangefinder MJCF and a realism model.
+
+Both backends cast the beams of ``beam_angles`` from the robot centre in the LiDAR plane and map
+their raw distances with ``clamp_ranges``; the classic MuJoCo backend carries the LiDAR as the
+rangefinders of ``rangefinder_sites``/``rangefinder_sensors``, the Warp backend casts the same
+angles with ``mjw.rays`` (its small ray kernel stays in ``warp_backend.py`` so that importing this
+module never loads Warp). ``LidarRealism`` turns the clean scan into what a real sensor reports;
+the env applies it above the backends, so both get the same model from the same generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+
+def beam_angles(num_beams: int, fov_deg: float) -> torch.Tensor:
+    """Beam angles in the body frame [B] (rad): evenly spread, centred on the forward (x) axis.
+
+    A full circle (360 deg) has beam 0 pointing forward and beams every 360/B deg counter-clockwise;
+    a narrower fan spans [-fov/2, +fov/2] inclusive.
+    """
+    fov = math.radians(fov_deg)
+    if num_beams == 1:
+        return torch.zeros(1)
+    if math.isclose(fov_deg, 360.0):
+        return torch.arange(num_beams) * (2 * math.pi / num_beams)
+    return torch.linspace(-fov / 2, fov / 2, num_beams)
+
+
+def is_full_circle(fov_deg: float) -> bool:
+    """A 360 deg scan wraps around: the last beam's neighbour is beam 0."""
+    return math.isclose(fov_deg, 360.0)
+
+
+def beam_spacing_deg(num_beams: int, fov_deg: float) -> float:
+    """Angle between neighbouring beams (deg); 0 for a single beam."""
+    if num_beams == 1:
+        return 0.0
+    return fov_deg / num_beams if is_full_circle(fov_deg) else fov_deg / (num_beams - 1)
+
+
+def clamp_ranges(dist: torch.Tensor | np.ndarray, max_range_m: float) -> torch.Tensor:
+    """Raw ray distances -> ranges (m): misses (-1), hits beyond max range and non-finite values read
+    ``max_range_m``, so a policy never sees -1 or inf. A numpy array is read without a copy."""
+    d = torch.from_numpy(dist) if isinstance(dist, np.ndarray) else dist
+    miss = (d < 0) | (d > max_range_m) | ~torch.isfinite(d)
+    return d.masked_fill(miss, max_range_m)
+
+
+def rangefinder_sites(angles_rad: Sequence[float]) -> str:
+    """MJCF sites on the robot body, one per beam: a rangefinder casts along its site's z axis, here
+    the body-frame beam direction in the LiDAR plane (``<body name="robot">`` children)."""
+    return "\n".join(
+        f'      <site name="beam{i}" zaxis="{math.cos(a)!r} {math.sin(a)!r} 0" size="0.005" group="5"/>'
+        for i, a in enumerate(angles_rad)
+    )
+
+
+def rangefinder_sensors(num_beams: int) -> list[str]:
+    """MJCF ``<sensor>`` lines, one rangefinder per beam site (reads -1 on a miss; ignores the robot)."""
+    return [f'    <rangefinder name="beam{i}" site="beam{i}"/>' for i in range(num_beams)]
+
+
+@dataclass(frozen=True)
+class RealismSpec:
+    """What the real sensor adds to the clean scan (plain values; the env config's ``env.lidar``).
+
+    Every option off (``OFF``) leaves the scan untouched; the defaults are today's Gaussian noise only.
+    """
+
+    range_noise_std_m: float = 0.01
+    """Gaussian range noise, standard deviation (m)."""
+    dropout_prob: float = 0.0
+    """Probability that a beam returns nothing in a scan; it then reads max range (no return)."""
+    jitter_deg: float = 0.0
+    """Each beam's angle is off by U(-jitter_deg, +jitter_deg) per scan (<= the beam spacing)."""
+    range_bias_m: float = 0.0
+    """Added to every range (m), after the scale."""
+    range_scale: float = 1.0
+    """Every range is multiplied by this (calibration error), before the bias."""
+    min_range_m: float = 0.0
+    """Readings below this (m) are invalid and read max range (no return)."""
+    resolution_m: float = 0.0
+    """Ranges are rounded to multiples of this (m); 0: no quantisation."""
+    latency_steps: int = 0
+    """The policy sees the scan of this many control steps before."""
+
+    @classmethod
+    def from_lidar_cfg(cls, lidar) -> RealismSpec:
+        """Take the realism keys out of an ``env.lidar`` config; a key that an older run's stored config
+        lacks keeps its default."""
+        values = {f.name: getattr(lidar, f.name, f.default) for f in fields(cls)}
+        values["latency_steps"] = int(values["latency_steps"])
+        return cls(**{k: v if k == "latency_steps" else float(v) for k, v in values.items()})
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The settings by name (export metadata)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+OFF = RealismSpec(range_noise_std_m=0.0)
+"""No realism at all: the policy's scan is the clean scan."""
+
+
+class LidarRealism:
+    """Clean scan [N, B] -> the scan a real sensor would have reported, fixed-shape, no host sync.
+
+    Order of operations (that of the signal chain: where the beam looked, what the electronics
+    measured, what the driver reports, when the policy gets it), each skipped when off:
+
+    1. angular jitter: beam b looks at ``angle_b + u * jitter_deg``, ``u ~ U(-1, 1)``; realised by
+       linear interpolation of the clean scan between beam b and its neighbour on that side
+       (``r_b + |f| (r_nb - r_b)``, ``f = u * jitter / spacing``), so a reading stays between its
+       own and its neighbour's clean range. At an edge between a near and a far surface this reads
+       an in-between range, as real "mixed pixel" returns do. A fan (fov < 360) has no neighbour
+       beyond its end beams: they interpolate towards themselves.
+    2. scale and bias: ``r * range_scale + range_bias_m``.
+    3. Gaussian noise: ``+ range_noise_std_m * N(0, 1)``.
+    4. quantisation: ``round(r / resolution_m) * resolution_m``.
+    5. clip to ``[0, max_range_m]`` (as before this model: the scan never leaves the sensor's range).
+    6. minimum range: a reading below ``min_range_m`` is invalid and reads max range.
+    7. dropout: each beam independently, with ``dropout_prob``, returns nothing and reads max range.
+       A real driver reports no return as inf or NaN (ROS ``LaserScan``), and navexp maps those to
+       max range, like a miss in simulation and like ``navexp.deploy`` does on the robot.
+    8. latency: the policy gets the scan produced ``latency_steps`` control steps before. A world that
+       just reset has no past: its whole buffer is filled with its current scan.
+
+    Random draws come from the env's generator in this order (jitter, noise, dropout), each only when
+    its option is on, so with only the Gaussian noise on the draws and the arithmetic are exactly
+    those of ``(clean + std * randn).clamp(0, max)``.
+    """
+
+    def __init__(
+        self,
+        spec: RealismSpec,
+        num_worlds: int,
+        num_beams: int,
+        fov_deg: float,
+        max_range_m: float,
+        generator: torch.Generator,
+        device: torch.device | str,
+    ) -> None:
+        self.spec, self.max_range_m, self.generator = spec, float(max_range_m), generator
+        self.device = torch.device(device)
+        spacing = beam_spacing_deg(num_beams, fov_deg)
+        self._jitter_beams = spec.jitter_deg / spacing if spacing > 0 else 0.0
+        """Jitter bound in beam spacings (<= 1: only the next beam on either side is reached)."""
+        b = torch.arange(num_beams, device=self.device)
+        if is_full_circle(fov_deg):
+            self._next, self._prev = (b + 1) % num_beams, (b - 1) % num_beams
+        else:
+            self._next, self._prev = (b + 1).clamp(max=num_beams - 1), (b - 1).clamp(min=0)
+        k = spec.latency_steps
+        self._history = torch.full((k + 1, num_worlds, num_beams), self.max_range_m, device=self.device)
+        """[k+1, N, B] ring buffer of processed scans; slot ``_head`` holds the newest."""
+        self._head = 0
+        """Host counter: the ring position needs no device value, so the step stays sync-free."""
+
+    def __call__(
+        self, clean: torch.Tensor, restart: torch.Tensor | None = None, advance: bool = True
+    ) -> torch.Tensor:
+        """[N, B] realistic ranges (m) for the clean scan ``clean`` [N, B] (m).
+
+        ``restart`` [N] bool marks worlds whose episode starts with this scan (their latency buffer is
+        filled with it). ``advance``: this scan ends a control step (``NavEnv.step``); a ``reset()``
+        between steps passes False, so the other worlds' latency still counts control steps (they
+        get the scan they got last). Without any option on, ``clean`` itself is returned."""
+        scan = self._measure(clean)
+        if self.spec.latency_steps == 0:
+            return scan
+        return self._delay(scan, restart, advance)
+
+    def _measure(self, clean: torch.Tensor) -> torch.Tensor:
+        """Steps 1-7 of the class docstring."""
+        p, g = self.spec, self.generator
+        scan = clean
+        if p.jitter_deg > 0:
+            u = torch.rand(clean.shape, generator=g, device=self.device) * 2 - 1
+            f = u * self._jitter_beams
+            nxt, prv = clean.index_select(1, self._next), clean.index_select(1, self._prev)
+            neighbour = torch.where(f >= 0, nxt, prv)
+            scan = clean + f.abs() * (neighbour - clean)
+        if p.range_scale != 1.0:
+            scan = scan * p.range_scale
+        if p.range_bias_m != 0.0:
+            scan = scan + p.range_bias_m
+        noisy = p.range_noise_std_m > 0
+        if noisy:
+            eps = torch.randn(clean.shape, generator=g, device=self.device)
+            scan = scan + p.range_noise_std_m * eps
+        if p.resolution_m > 0:
+            scan = torch.round(scan / p.resolution_m) * p.resolution_m
+        if scan is not clean:
+            scan = scan.clamp(0.0, self.max_range_m)
+        if p.min_range_m > 0:
+            scan = scan.masked_fill(scan < p.min_range_m, self.max_range_m)
+        if p.dropout_prob > 0:
+            dropped = torch.rand(clean.shape, generator=g, device=self.device) < p.dropout_prob
+            scan = scan.masked_fill(dropped, self.max_range_m)
+        return scan
+
+    def _delay(self, scan: torch.Tensor, restart: torch.Tensor | None, advance: bool) -> torch.Tensor:
+        """Step 8: store ``scan`` as the newest entry, return the one ``latency_steps`` older."""
+        k = self.spec.latency_steps
+        if advance:
+            self._head = (self._head + 1) % (k + 1)
+            self._history[self._head] = scan
+        if restart is not None:
+            self._history.copy_(torch.where(restart[None, :, None], scan[None], self._history))
+        # Entries are written at head 0, 1, ..., k, 0, ...: k steps back is head - k (mod k + 1).
+        return self._history[(self._head - k) % (k + 1)].clone()

@@ -1,0 +1,149 @@
+"""The app layer: one command-line parser, the sweeper class per hydra/sweeper choice, one rollout module."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from navexp.cli import override_keys, parse_command_line
+
+PLAY = {"checkpoint": None, "episodes": "16", "out": None}
+
+
+def test_own_options_and_hydra_overrides_are_split_in_order():
+    """Own options by name (defaults filled in), every config override kept in command-line order."""
+    args = parse_command_line(
+        [
+            "env=dense",
+            "checkpoint=runs/a",
+            "eval.num_episodes=5",
+            "+x.y=1",
+            "~obs.history_length",
+            "size=cpu",
+        ],
+        PLAY,
+        "usage",
+        required=("checkpoint",),
+    )
+    assert args.options == {"checkpoint": "runs/a", "episodes": "16"}
+    assert args.overrides == ["env=dense", "eval.num_episodes=5", "+x.y=1", "~obs.history_length", "size=cpu"]
+    assert override_keys(args.overrides) == {"env", "eval.num_episodes", "x.y", "obs.history_length", "size"}
+
+
+def test_unknown_option_lists_the_valid_ones():
+    """episode=5 (a typo of episodes=) is neither an option nor a config key: the error lists the options."""
+    with pytest.raises(
+        ValueError, match=r"unknown option 'episode=5'; options: checkpoint=, episodes=, out="
+    ):
+        parse_command_line(["checkpoint=a", "episode=5"], PLAY, "usage")
+
+
+def test_tools_without_overrides_refuse_config_keys_and_empty_values():
+    """overrides=False (export, bench): env=dense is an unknown option; out= without a value is an error;
+    a missing required option names itself and the usage."""
+    with pytest.raises(
+        ValueError, match=r"unknown option 'env=dense'; options: checkpoint=, episodes=, out=;"
+    ):
+        parse_command_line(["checkpoint=a", "env=dense"], PLAY, "usage", overrides=False)
+    with pytest.raises(ValueError, match=r"option 'out=' has no value; usage: U"):
+        parse_command_line(["checkpoint=a", "out="], PLAY, "U")
+    with pytest.raises(ValueError, match=r"missing checkpoint=; usage: U"):
+        parse_command_line(["episodes=3"], PLAY, "U", required=("checkpoint",))
+
+
+def test_cli_entry_points_use_the_parser():
+    """evaluate, play, export and bench reject a misspelled option naming their own options."""
+    from navexp import bench, evaluate, export, play
+
+    with pytest.raises(ValueError, match=r"unknown option 'ckpt=x'; options: checkpoint=, out="):
+        evaluate.main(["ckpt=x"])
+    with pytest.raises(ValueError, match=r"unknown option 'episode=3'.*episodes=.*beam_every="):
+        play.main(["checkpoint=x", "episode=3"])
+    with pytest.raises(ValueError, match=r"unknown option 'env=dense'; options: checkpoint=, out="):
+        export.main(["checkpoint=x", "env=dense"])
+    with pytest.raises(
+        ValueError, match=r"unknown option 'worlds=8'; options: device=, backends=, num_envs="
+    ):
+        bench.parse_args(["worlds=8"])
+    assert bench.parse_args(["num_envs=8"])["num_envs"] == "8"
+
+
+def _target(choice: str) -> str:
+    from navexp.config import _sweeper_target
+
+    return _sweeper_target(
+        _root_=OmegaConf.create({"hydra": {"runtime": {"choices": {"hydra/sweeper": choice}}}})
+    )
+
+
+def test_sweeper_targets_are_hydras_sweepers():
+    """basic -> the class Hydra registers for it (a Sweeper, what `-m seed=1,2` runs); optuna -> navexp's
+    subclass of the Optuna plugin's sweeper. Fails when Hydra moves or renames its basic sweeper."""
+    from hydra.plugins.sweeper import Sweeper
+    from hydra.utils import get_class
+
+    basic = get_class(_target("basic"))
+    assert issubclass(basic, Sweeper) and basic.__name__ == "BasicSweeper"
+    navexp_optuna = get_class(_target("optuna"))
+    # By name: Hydra's plugin discovery may import the plugin modules a second time (new class objects).
+    bases = [f"{c.__module__}.{c.__qualname__}" for c in navexp_optuna.__mro__]
+    assert bases[:3] == [
+        "hydra_plugins.navexp_sweeper.NavOptunaSweeper",
+        "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+        "hydra.plugins.sweeper.Sweeper",
+    ]
+
+
+def test_unknown_sweeper_names_the_supported_ones():
+    with pytest.raises(
+        ValueError, match=r"hydra/sweeper='grid' is not supported here; allowed: \['basic', 'optuna'\]"
+    ):
+        _target("grid")
+
+
+def test_evaluate_records_every_episode_once_with_its_trajectory():
+    """A standing robot (zero actions) in an empty room with 1 s episodes: 5 episodes on 2 worlds (3
+    rounds, the last counts 1 world) all time out after 10 control steps, so each recorded path has
+    10 + 1 states and the time-out rate is 5 / 5 = 1 with Wilson interval [0.566, 1]."""
+    import torch
+
+    from navexp import compose_config
+    from navexp.env import NavEnv
+    from navexp.rollout import eval_env_cfg, evaluate
+
+    cfg = compose_config(
+        ["env=empty", "env.device=cpu", "env.num_envs=2", "env.episode_length_s=1.0", "eval.num_episodes=5"]
+    )
+    env = NavEnv(eval_env_cfg(cfg))
+    metrics, episodes = evaluate(lambda obs: torch.zeros(env.num_envs, env.num_actions), env, 5, record=True)
+    assert metrics["num_episodes"] == 5 and metrics["timeout_rate"] == 1.0 and metrics["success_rate"] == 0.0
+    low, high = metrics["ci95"]["timeout_rate"]
+    assert abs(low - 0.5655) < 1e-3 and high == 1.0  # Wilson: centre 0.783, half 0.217 for 5 of 5
+    assert metrics["mean_time_to_goal_s"] is None
+    assert len(episodes) == 5 and all(len(e.pos) == 11 and e.reason_name == "time_out" for e in episodes)
+    assert all(abs(e.pos[-1] - e.pos[0]).max() < 1e-3 for e in episodes)  # it stood still
+    assert evaluate(lambda obs: torch.zeros(env.num_envs, env.num_actions), env, 3)[1] == []
+
+
+def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
+    """A run config saved before env.sim.nthread, the LiDAR realism keys and env.robot.name existed:
+    those keys read their defaults (None, 0.0, holonomic), the run's own values stay (12 worlds,
+    noise 0.03 m), and an override still wins."""
+    from navexp import compose_config
+    from navexp.rollout import load_run_config
+
+    stored = OmegaConf.to_container(
+        compose_config(["env.num_envs=12", "env.lidar.range_noise_std_m=0.03"]), resolve=False
+    )
+    del (
+        stored["env"]["sim"]["nthread"],
+        stored["env"]["lidar"]["dropout_prob"],
+        stored["env"]["robot"]["name"],
+    )
+    cfg = load_run_config(
+        {"_path": "old/model_5.pt", "infos": {"config": stored}}, ["env.lidar.jitter_deg=1"]
+    )
+    assert cfg.env.sim.nthread is None and cfg.env.lidar.dropout_prob == 0.0
+    assert cfg.env.robot.name == "holonomic"
+    assert cfg.env.num_envs == 12 and cfg.env.lidar.range_noise_std_m == 0.03
+    assert cfg.env.lidar.jitter_deg == 1.0
