@@ -250,7 +250,7 @@ navexp a32e64d, before map families: the default config must keep drawing exactl
 def test_the_default_config_still_draws_the_layouts_of_before_map_families():
     """Default env: random family only, one generator stream, no wall slots, no path check. Six takes
     of 40 layouts (crossing a refill) hash to the digest recorded before map families existed; no
-    id (seed -1) and no shortest path (NaN) are recorded."""
+    id (seed -1) and no shortest path (-1) are recorded."""
     cfg = compose_config(["env.device=cpu"])
     assert cfg.env.obstacles.wall_slots == 0 and cfg.env.maps.rng == "stream"
     pool = LayoutPool(
@@ -266,7 +266,7 @@ def test_the_default_config_still_draws_the_layouts_of_before_map_families():
         if bool(pool.low()):
             pool.refill()
     assert h.hexdigest() == DEFAULT_DIGEST
-    assert (lay.seed == -1).all() and lay.shortest_path_m.isnan().all() and (lay.family == 0).all()
+    assert (lay.seed == -1).all() and (lay.shortest_path_m == -1).all() and (lay.family == 0).all()
 
 
 def _write_map(tmp_path, pixels: np.ndarray, extra: str) -> str:

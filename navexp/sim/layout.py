@@ -53,7 +53,8 @@ class Layout:
     -1 for layouts drawn from a generator stream or loaded from a file."""
     shortest_path_m: torch.Tensor | None = None
     """[K] shortest collision-free path from start to goal for the robot radius, measured on the
-    occupancy grid (navexp.maps.grid_path); NaN where it was not computed, inf where none exists."""
+    occupancy grid (navexp.maps.grid_path); -1 where it was not computed (no path check), inf where
+    none exists."""
 
     def __post_init__(self) -> None:
         # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
@@ -68,7 +69,7 @@ class Layout:
         if self.seed is None:
             self.seed = torch.full((k,), -1, dtype=torch.long, device=dev)
         if self.shortest_path_m is None:
-            self.shortest_path_m = torch.full((k,), float("nan"), device=dev)
+            self.shortest_path_m = torch.full((k,), -1.0, device=dev)
 
     @property
     def num_worlds(self) -> int:
