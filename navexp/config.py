@@ -388,6 +388,55 @@ class SweepCfg:
     """Set by the sweeper for each trial; not for users."""
 
 
+def _unset_family_weights() -> dict[str, float | None]:
+    from navexp.maps.families import FAMILIES
+
+    return dict.fromkeys(FAMILIES)
+
+
+@dataclass
+class CurriculumStageCfg:
+    """One end of the curriculum (``easy`` at level 0, ``hard`` at the top level). A key left null
+    takes the env's own value (``env.obstacles.<key>``, ``env.maps.weights``)."""
+
+    cylinder_count: list[int] | None = None
+    """[min, max] cylinders of the random family (obstacles.cylinder_count)."""
+    box_count: list[int] | None = None
+    """[min, max] boxes of the random family (obstacles.box_count)."""
+    cylinder_radius_m: list[float] | None = None
+    """[min, max] cylinder radius (obstacles.cylinder_radius_m)."""
+    box_half_size_m: list[float] | None = None
+    """[min, max] box half-extent (obstacles.box_half_size_m)."""
+    weights: dict[str, float | None] = field(default_factory=_unset_family_weights)
+    """Map family weights (maps.weights; every family listed, null = not set). All null: the env's
+    weights; otherwise a family left null gets 0. Normalised before interpolating."""
+
+
+@dataclass
+class CurriculumCfg:
+    """The ``curriculum`` group: layout difficulty that follows the rolling success rate
+    (navexp/curriculum.py). ``none`` (default) trains on the env's layouts throughout."""
+
+    type: str = "none"
+    """none | success."""
+    levels: int = 4
+    """L: difficulty levels 0..L; level l interpolates easy -> hard at l / L (counts rounded)."""
+    start_level: int = 0
+    """Level of a fresh training (0 <= start_level <= levels); resume continues at the saved level."""
+    promote_above: float = 0.8
+    """One level up when the rolling success rate is above this (in [0, 1])."""
+    demote_below: float = 0.5
+    """One level down when the rolling success rate is below this (in [0, 1], < promote_above)."""
+    min_episodes: int | None = None
+    """Finished training episodes (rank 0's worlds) between two changes, and in the rolling window
+    before the first decision. None: the rolling window (1000), so no episode counts towards two
+    decisions."""
+    min_iterations: int = 1
+    """PPO iterations between two changes."""
+    easy: CurriculumStageCfg = field(default_factory=CurriculumStageCfg)
+    hard: CurriculumStageCfg = field(default_factory=CurriculumStageCfg)
+
+
 @dataclass
 class ExperimentCfg:
     env: EnvCfg = field(default_factory=EnvCfg)
@@ -397,6 +446,7 @@ class ExperimentCfg:
     logger: LoggerCfg = field(default_factory=LoggerCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)
     sweep: SweepCfg = field(default_factory=SweepCfg)
+    curriculum: CurriculumCfg = field(default_factory=CurriculumCfg)
     seed: int = 42
     experiment_name: str = "navexp"
     resume: str | None = None
@@ -466,3 +516,4 @@ def register_configs() -> None:
     cs.store(group="reward", name="base_reward", node=RewardCfg)
     cs.store(group="ppo", name="base_ppo", node=PpoCfg)
     cs.store(group="logger", name="base_logger", node=LoggerCfg)
+    cs.store(group="curriculum", name="base_curriculum", node=CurriculumCfg)

@@ -233,6 +233,22 @@ class NavEnv(VecEnv):
         """Success fraction of the last OUTCOME_WINDOW finished episodes (nan before the first)."""
         return self.stats.recent_success_rate()
 
+    def finished_episodes(self) -> int:
+        """Episodes finished since construction (all worlds); reads one device value."""
+        return int(self.stats.outcomes.count)
+
+    def set_layout_specs(self, layout_spec: LayoutSpec, map_spec: MapSpec) -> None:
+        """Draw every layout from now on from these specs (a curriculum level): the pool is refilled
+        at once, so the next resets take them; episodes in progress keep theirs. The slot counts must
+        stay those the simulator was built with. Waits for the device: call between iterations."""
+        ours = (self.layout_spec.cylinder_slots, self.layout_spec.box_slots, self.layout_spec.wall_slots)
+        theirs = (layout_spec.cylinder_slots, layout_spec.box_slots, layout_spec.wall_slots)
+        assert theirs == ours, f"slots (cylinders, boxes, walls) {theirs} differ from the model's {ours}"
+        self.layout_spec, self.map_spec = layout_spec, map_spec
+        self.layout_pool.spec, self.layout_pool.maps = layout_spec, map_spec
+        if self.scenarios is None:
+            self.layout_pool.refill()
+
     # -- internals --------------------------------------------------------------------------
     def _sim_spec(self, env_cfg) -> SimSpec:
         """The simulator's build values, taken out of the env config once."""

@@ -39,7 +39,10 @@ class NavRunner(OnPolicyRunner):
         self._last_logged_it: int | None = None
         self._t_start = time.time()
         self.iteration_callbacks: list = []
-        """Called as fn(iteration, rolling success rate) after each iteration; may raise to stop."""
+        """Called as fn(iteration, rolling success rate) after each iteration (the rate averaged over
+        ranks under torchrun, so every rank sees the same value); may raise to stop."""
+        self.recent_success = float("nan")
+        """The rolling success rate after the last iteration (averaged over ranks)."""
         # rsl_rl records the git state of its own install by default; record this project's instead.
         self.logger.git_status_repos = [str(Path(__file__).resolve().parent)]
         self._guard_update()
@@ -171,7 +174,7 @@ class NavRunner(OnPolicyRunner):
             self._last_logged_it = kwargs["it"]
             self._progress(**kwargs)
             for fn in self.iteration_callbacks:
-                fn(kwargs["it"], self.env.recent_success_rate())
+                fn(kwargs["it"], self.recent_success)
 
         self.logger.log = log_with_progress
 
@@ -186,6 +189,7 @@ class NavRunner(OnPolicyRunner):
         eta = elapsed / max(done, 1) * (total_it - it - 1)
         reward = statistics.mean(lg.rewbuffer) if lg.rewbuffer else float("nan")
         succ = self._mean_over_ranks(self.env.recent_success_rate())  # a collective: every rank calls it
+        self.recent_success = succ
         if lg.writer is not None:
             lg.writer.add_scalar("Perf/collect_steps_per_s", steps / max(collect_time, 1e-9), it)
             lg.writer.add_scalar("Metrics/success_rate_recent", succ, it)

@@ -100,6 +100,7 @@ def _run(
 ) -> float | list[float]:
     from navexp import distributed
     from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
+    from navexp.curriculum import CurriculumHook
     from navexp.env import NavEnv
     from navexp.evaluate import evaluation_record
     from navexp.presets import applied_preset
@@ -117,6 +118,7 @@ def _run(
     size = str(cfg.size)  # the preset group Hydra composed (the app resolved size=auto before that)
     applied = applied_preset(size, overrides)
     validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names
+    curriculum = _make_curriculum(cfg)  # a bad curriculum config fails here, before anything is written
     if ctx.is_main:
         print(
             f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
@@ -137,12 +139,16 @@ def _run(
                 f"rank 0 to {chosen_ckpt}; give resume=<run>/model_<it>.pt"
             )
         run_dir = Path(chosen_dir)
+    if curriculum is not None or ckpt is not None:
+        _restore_curriculum(curriculum, ckpt, quiet or not ctx.is_main)
     if ctx.is_main:
         claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
     rank_seed = int(cfg.seed) + ctx.rank  # ranks draw their own layouts and noise
     seed_everything(rank_seed)
     with distributed.cpu_count_limited(ctx.threads):  # the MuJoCo rollout pool takes this rank's share
-        env = NavEnv(_with_seed(cfg, rank_seed))
+        # Under a curriculum the env is built at its level (its first layouts are the level's).
+        env_cfg = cfg if curriculum is None else curriculum.experiment_cfg_at(cfg, curriculum.state.level)
+        env = NavEnv(_with_seed(env_cfg, rank_seed))
     if ctx.is_main:
         print(
             f"[navexp] simulator backend: {env.backend} (env.sim.backend={cfg.env.sim.backend}; "
@@ -188,6 +194,10 @@ def _run(
     prune = pruning_callback(cfg)
     if prune is not None:
         runner.iteration_callbacks.append(prune)
+    if curriculum is not None:  # before the stop check: an interrupt saves the iteration's state
+        runner.iteration_callbacks.append(
+            CurriculumHook(curriculum, env, runner, ctx if ctx.enabled else None, quiet=quiet)
+        )
     remaining = int(cfg.ppo.max_iterations) - runner.current_learning_iteration
     stop = distributed.StopRequest(ctx)  # under torchrun: all ranks stop together after an iteration
     if ctx.enabled:
@@ -220,6 +230,8 @@ def _run(
         return objective(cfg, {"success_rate": float("nan")})
     writer = runner.logger.writer
     record["wandb_run_id"] = getattr(writer, "run_id", None) or wandb_id
+    if curriculum is not None:
+        record["curriculum"] = curriculum.state_dict()
     write_run_record(run_dir, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
@@ -236,6 +248,39 @@ def _run(
     if hasattr(writer, "finish"):
         writer.finish()
     return objective(cfg, metrics)
+
+
+def _make_curriculum(cfg: DictConfig):
+    """The success curriculum of ``cfg`` (validated), or None for ``curriculum=none``."""
+    from navexp.curriculum import SuccessCurriculum, enabled
+    from navexp.env import NavEnv
+
+    return SuccessCurriculum(cfg, NavEnv.OUTCOME_WINDOW) if enabled(cfg) else None
+
+
+def _restore_curriculum(curriculum, ckpt: dict | None, quiet: bool) -> None:
+    """Continue at the checkpoint's curriculum level, or say why the run starts elsewhere."""
+    from navexp.curriculum import checkpoint_state
+
+    saved = checkpoint_state(ckpt)
+    if curriculum is None:
+        if saved and not quiet:
+            print(
+                f"[navexp] the checkpoint was trained with a curriculum (level {saved['level']}); "
+                f"curriculum=none: training continues on the env's own layouts "
+                f"(resume with curriculum=success to continue it)"
+            )
+        return
+    if saved:
+        curriculum.load_state_dict(saved)
+    elif ckpt is not None and not quiet:
+        print("[navexp] the checkpoint holds no curriculum state; the curriculum starts at start_level")
+    if not quiet:
+        level = curriculum.state.level
+        print(
+            f"[navexp] curriculum: level {level} of {curriculum.levels}"
+            f"{' (resumed)' if saved else ''}: {curriculum.describe(level)}"
+        )
 
 
 def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:
