@@ -226,6 +226,11 @@ def _run(
             raise RuntimeError(
                 f"ranks hold different policies after training ({digests}); gradients were not all-reduced"
             )
+    if ctx.enabled and curriculum is not None:
+        states = distributed.gather(curriculum.state_dict(), ctx)
+        record["curriculum_per_rank"] = states  # equal: rank 0's decisions are broadcast
+        if any(st != states[0] for st in states):
+            raise RuntimeError(f"ranks ended at different curriculum states ({states})")
     if not ctx.is_main:
         return objective(cfg, {"success_rate": float("nan")})
     writer = runner.logger.writer
