@@ -14,6 +14,7 @@ from hydra.errors import ConfigCompositionException
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
+from navexp.api import CONFIG_DIR
 from navexp.curriculum import SuccessCurriculum, enabled
 from navexp.env import NavEnv
 from navexp.train import run
@@ -25,14 +26,24 @@ def curriculum(*overrides: str) -> SuccessCurriculum:
     return SuccessCurriculum(compose_config(["curriculum=success", *overrides]))
 
 
-def test_default_is_no_curriculum_and_success_composes():
-    """`curriculum=none` is the default; `curriculum=success` composes with its documented defaults."""
+def test_default_is_no_curriculum_and_success_has_its_documented_defaults():
+    """`curriculum=none` is the default; `curriculum=success` composes with README's defaults."""
     assert not enabled(compose_config([]))
     cfg = compose_config(["curriculum=success"])
-    assert enabled(cfg)
     cur = cfg.curriculum
     assert (cur.levels, cur.promote_above, cur.demote_below, cur.min_episodes) == (4, 0.8, 0.5, None)
     assert SuccessCurriculum(cfg).min_episodes == 1000  # null: the env's rolling window
+
+
+@pytest.mark.parametrize("variant", sorted(p.stem for p in (CONFIG_DIR / "curriculum").glob("*.yaml")))
+@pytest.mark.parametrize("env", ["room", "dense", "families"])
+def test_every_variant_composes_with_every_env(variant, env):
+    """Each configs/curriculum/ variant composes with each env, and an enabled one validates."""
+    cfg = compose_config([f"curriculum={variant}", f"env={env}"])
+    assert str(cfg.curriculum.type) == variant
+    if enabled(cfg):
+        c = SuccessCurriculum(cfg)
+        assert c.values_at(c.levels)["cylinder_count"] == list(cfg.env.obstacles.cylinder_count)
 
 
 def test_transitions_on_a_synthetic_success_sequence():
