@@ -3,7 +3,7 @@
 A difficulty level l in 0..L sets the random family's obstacle counts and sizes and the map family
 weights by interpolating between ``easy`` (level 0) and ``hard`` (level L) at t = l / L:
 
-    range(l)   = easy + (hard - easy) * t          (obstacle counts rounded half up to integers)
+    range(l)   = (1 - t) * easy + t * hard         (obstacle counts rounded half up to integers)
     weight(l)  = (1 - t) * w_easy / sum(w_easy) + t * w_hard / sum(w_hard)   (per family)
 
 After every PPO iteration the level rises by one when the rolling success rate is above
@@ -105,7 +105,8 @@ class SuccessCurriculum:
         out: dict[str, Any] = {}
         for key, is_int in RANGE_KEYS:
             easy, hard = self._end(self.cfg.easy, key), self._end(self.cfg.hard, key)
-            mixed = [e + (h - e) * t for e, h in zip(easy, hard, strict=True)]
+            # (1 - t) e + t h rather than e + (h - e) t: the ends come out exact (no 0.44999999999999996)
+            mixed = [(1 - t) * e + t * h for e, h in zip(easy, hard, strict=True)]
             out[key] = [math.floor(v + 0.5) for v in mixed] if is_int else mixed
         we, wh = self._weights(self.cfg.easy), self._weights(self.cfg.hard)
         out["weights"] = {f: (1 - t) * we[f] + t * wh[f] for f in FAMILIES}
