@@ -5,6 +5,9 @@
     vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # holonomic: m/s, m/s, rad/s
     v, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)        # diffdrive: m/s, rad/s
 
+A recurrent policy (``ppo.model=rnn``) keeps its GRU/LSTM state between ``command`` calls: one
+NumpyPolicy per robot, ``reset()`` at every episode start. The networks are ``navexp.numpy_nets``.
+
 The command has the trained robot's action width and order (``policy.action_names``, the metadata's
 ``action`` block), each component clipped to [-1, 1] and scaled to its unit, in the body frame.
 

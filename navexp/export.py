@@ -3,10 +3,13 @@
     python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]
 
 Writes into DIR (default <run dir>/export/):
-- policy.pt: TorchScript (rsl_rl's export module: normalizer + MLP + mean action), input [N, W] -> [N, A]
-  (A: the robot's action width, ``navexp.robots``)
-- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch)
-- policy.npz: weights, normalizer statistics and metadata for navexp.deploy.NumpyPolicy (numpy only)
+- policy.pt: TorchScript (rsl_rl's export module: normalizer + network + mean action), input [N, W] -> [N, A]
+  (A: the robot's action width, ``navexp.robots``); ``ppo.model=rnn``: rsl_rl's stateful batch-1 module
+  with ``reset()``
+- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch); ``rnn``: the state
+  is an input and an output as well ("h_in" -> "h_out", an LSTM's "c_in" -> "c_out", [L, N, H])
+- policy.npz: weights (MLP head, GRU/LSTM or conv layers), normalizer statistics and metadata for
+  navexp.deploy.NumpyPolicy (numpy only)
 - policy_meta.json: observation layout (term order, widths and params, history), LiDAR geometry,
   scaling constants and the robot's action block (names, units, scale, frame), so a robot-side
   program can rebuild the input. Term descriptions come from the terms' numpy twins
