@@ -353,3 +353,21 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
     policy = NumpyPolicy.load(str(tmp_path / "p.npz"))
     for i in range(5):
         assert np.abs(policy.act(x[i].numpy()) - expected[i].clamp(-1, 1).numpy()).max() < 1e-5
+
+
+def test_a_checkpoint_from_before_ppo_model_is_an_mlp(trained):
+    """A checkpoint without ``infos.model`` and without the ppo.model/rnn/cnn keys in its stored config
+    (written before they existed) loads as ppo.model=mlp, and check_model accepts it as one."""
+    import copy
+
+    from navexp.checkpoint import check_model, checkpoint_model, load_checkpoint
+    from navexp.rollout import load_run_config
+
+    old = copy.deepcopy(load_checkpoint(trained[1]))
+    del old["infos"]["model"]
+    for key in [k for k in old["infos"]["config"]["ppo"] if k == "model" or k.startswith(("rnn_", "cnn_"))]:
+        del old["infos"]["config"]["ppo"][key]
+    cfg = load_run_config(old, [])
+    assert cfg.ppo.model == "mlp" and cfg.ppo.rnn_type == "gru" and list(cfg.ppo.cnn_strides) == [2, 2]
+    assert checkpoint_model(old) == "mlp"
+    check_model(old, "mlp")
