@@ -263,6 +263,12 @@ class EvalCfg:
     enabled: bool = True
     plot_episodes: int = 16
     """Episodes of the final evaluation drawn (run_dir/plots/, TensorBoard and W&B); 0 = none."""
+    video_episodes: int = 2
+    """Episodes of the final evaluation animated into run_dir/plots/eval.gif, logged to TensorBoard
+    (Images tab) and W&B (``Eval/video``); 0 = none."""
+    video_fps: float = 10.0
+    video_max_frames: int = 200
+    """At most this many frames in the final evaluation's GIF (longer episodes show every n-th step)."""
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """Replay a checkpoint: deterministic held-out rollouts, the evaluation metrics, trajectory plots.
 
     python -m navexp.play checkpoint=<run dir or model_<it>.pt> [episodes=16] [env=dense] [out=DIR]
-                          [beam_every=10] [any config override]
+                          [beam_every=10] [video=false|true|gif|mp4] [fps=10] [video_episodes=4]
+                          [max_frames=300] [video_lidar=true] [any config override]
 
 Writes into DIR (default <run dir>/play/): metrics.json, grid.png (up to 16 episodes), one
-failed_<n>_<reason>.png per failed episode, and trajectories.npz (positions, yaw, speed, reasons).
+failed_<n>_<reason>.png per failed episode, trajectories.npz (paths, scans, layouts and the scene: a
+figure can be redrawn from it alone, ``plots.redraw_from_npz``) and, with ``video=true``, episodes.gif
+(the first ``video_episodes`` episodes animated; ``video=mp4``: episodes.mp4, needs ffmpeg).
 """
 
 from __future__ import annotations
@@ -13,15 +16,26 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
+from navexp.plots import Episode, SceneInfo, episode_figure, grid_figure, save_trajectories
 
-from navexp.plots import Episode, SceneInfo, episode_figure, grid_figure
-
-OPTIONS = {"checkpoint": None, "episodes": "16", "out": None, "beam_every": "10"}
+OPTIONS = {
+    "checkpoint": None,
+    "episodes": "16",
+    "out": None,
+    "beam_every": "10",
+    "video": "false",
+    "fps": "10",
+    "video_episodes": "4",
+    "max_frames": "300",
+    "video_lidar": "true",
+}
 USAGE = (
     "python -m navexp.play checkpoint=<run dir or model_<it>.pt> [episodes=16] [out=DIR] [beam_every=10] "
+    "[video=false|true|gif|mp4] [fps=10] [video_episodes=4] [max_frames=300] [video_lidar=true|false] "
     "[config overrides]"
 )
+VIDEO_CHOICES = {"false": None, "true": "gif", "gif": "gif", "mp4": "mp4"}
+"""``video=`` values and the format each writes (true: the GIF, which needs no ffmpeg)."""
 
 
 def scene_info(env) -> SceneInfo:
@@ -60,11 +74,50 @@ def write_plots(episodes: list[Episode], info: SceneInfo, out: Path, beam_every:
     return files
 
 
-def save_trajectories(episodes: list[Episode], path: Path) -> None:
-    data = {"reasons": np.array([e.reason for e in episodes])}
-    for i, e in enumerate(episodes):
-        data[f"pos_{i}"], data[f"yaw_{i}"], data[f"speed_{i}"] = e.pos, e.yaw, e.speed
-    np.savez_compressed(path, **data)
+def _choice(opts: dict[str, str], key: str, choices) -> str:
+    """The option's value, lower-cased; a value outside ``choices`` fails naming both."""
+    value = opts[key].lower()
+    if value not in choices:
+        raise ValueError(f"{key}={opts[key]!r} is invalid; allowed: {' | '.join(choices)}")
+    return value
+
+
+def _number(opts: dict[str, str], key: str, kind: type, lo: float):
+    """The option as ``kind`` (int or float) >= ``lo``; anything else fails naming the value."""
+    try:
+        value = kind(opts[key])
+    except ValueError:
+        value = None
+    if value is None or value < lo:
+        raise ValueError(f"{key}={opts[key]!r} is invalid; allowed: {kind.__name__} >= {lo}")
+    return value
+
+
+def video_options(opts: dict[str, str]) -> dict | None:
+    """The video settings of a play command line (None: no video); bad values fail before any rollout."""
+    fmt = VIDEO_CHOICES[_choice(opts, "video", VIDEO_CHOICES)]
+    settings = {
+        "fps": _number(opts, "fps", float, 0.1),
+        "episodes": _number(opts, "video_episodes", int, 1),
+        "max_frames": _number(opts, "max_frames", int, 1),
+        "lidar": _choice(opts, "video_lidar", ("true", "false")) == "true",
+    }
+    return None if fmt is None else {"format": fmt, **settings}
+
+
+def write_episode_video(episodes: list[Episode], info: SceneInfo, out: Path, video: dict) -> Path:
+    """episodes.<format> of the first ``video["episodes"]`` episodes; prints what it wrote."""
+    from navexp.video import write_video
+
+    path = out / f"episodes.{video['format']}"
+    shown = episodes[: video["episodes"]]
+    frames = write_video(shown, info, path, video["fps"], video["max_frames"], video["lidar"])
+    kind = "GIF (Pillow)" if video["format"] == "gif" else "MP4 (ffmpeg)"
+    print(
+        f"[navexp] wrote {kind} {path}: {len(shown)} episodes, {frames} frames at {video['fps']:g} fps, "
+        f"{path.stat().st_size / 1e3:.0f} kB"
+    )
+    return path
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -76,18 +129,22 @@ def main(argv: list[str] | None = None) -> dict:
 
     args = parse_command_line(list(sys.argv[1:] if argv is None else argv), OPTIONS, USAGE, ("checkpoint",))
     opts, overrides = args.options, args.overrides
-    episodes_n = int(opts["episodes"])
+    episodes_n = _number(opts, "episodes", int, 1)
+    video = video_options(opts)
     ckpt = load_checkpoint(opts["checkpoint"])
     cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
     ev = EvalRun.build(ckpt, cfg)
     metrics, episodes = evaluate(ev.actor, ev.env, episodes_n, record=True)
     metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
-    files = write_plots(episodes, scene_info(ev.env), out, int(opts["beam_every"]))
-    save_trajectories(episodes, out / "trajectories.npz")
+    info = scene_info(ev.env)
+    files = write_plots(episodes, info, out, int(opts["beam_every"]))
+    save_trajectories(episodes, info, out / "trajectories.npz")
+    if video is not None:
+        files.append(write_episode_video(episodes, info, out, video))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     print(json.dumps(metrics, indent=2))
-    print(f"[navexp] wrote {len(files)} plots, metrics.json and trajectories.npz to {out}")
+    print(f"[navexp] wrote {len(files)} plots/videos, metrics.json and trajectories.npz to {out}")
     return metrics
 
 

@@ -41,8 +41,7 @@ RATES = {
 def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     """The checkpoint's training config, with the command line's group choices and keys applied.
 
-    A ``ppo`` key the stored config lacks (a run from before it existed) gets its default. A key
-    override replaces that key; a group override (``env=dense``) replaces the group's node; a
+    A key override replaces that key; a group override (``env=dense``) replaces the group's node; a
     size preset (``size=cpu``) sets the keys the preset sets. All values come from composing the
     app's config with the same overrides.
     """
@@ -54,12 +53,10 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     stored = (ckpt.get("infos") or {}).get("config")
     if stored is None:
         return composed
-    cfg = OmegaConf.create(stored)
-    with open_dict(cfg):
-        # A run from before a ppo key existed (ppo.model, ppo.rnn_*) trained with that key's default.
-        for key, value in composed.ppo.items():
-            if key not in cfg.ppo:
-                cfg.ppo[key] = value
+    # Keys added to the schema since the run was trained take their defaults; the run's own values win.
+    defaults = compose_config([])
+    OmegaConf.set_struct(defaults, False)
+    cfg = OmegaConf.merge(defaults, OmegaConf.create(stored))
     keys = set()
     for key in override_keys(overrides):
         package = group_package(key) if (CONFIG_DIR / key).is_dir() else key

@@ -225,7 +225,7 @@ def _run(
     write_run_record(run_dir, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
-        metrics, figures = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
+        metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
         metrics.update(evaluation_record(cfg, runner.last_checkpoint, list(overrides or [])))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
@@ -233,7 +233,7 @@ def _run(
             f"timeout {metrics['timeout_rate']:.1%} -> {run_dir}/eval.json"
         )
         write_atomic(run_dir / "eval.json", json.dumps(metrics, indent=2))
-        _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures)
+        _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures, videos)
         record_metrics(cfg, metrics, str(run_dir))
     if hasattr(writer, "finish"):
         writer.finish()
@@ -277,30 +277,41 @@ def _policy_digest(runner: NavRunner) -> str:
     return tensor_digest([*saved["actor_state_dict"].values(), *saved["critic_state_dict"].values()])
 
 
-def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict]:
-    """The final evaluation, recorded: metrics plus trajectory figures (also saved under plots/)."""
+def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict, dict]:
+    """The final evaluation, recorded: metrics, trajectory figures (also saved under plots/) and the
+    GIF of the first ``eval.video_episodes`` episodes (plots/eval.gif), as {tag: path}."""
     from navexp.env import NavEnv
     from navexp.play import scene_info, write_plots
     from navexp.plots import grid_figure
     from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.video import write_video
 
     env = NavEnv(eval_env_cfg(cfg))
-    shown_n = int(cfg.eval.plot_episodes)
-    metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=shown_n > 0)
-    figures = {}
+    shown_n, video_n = int(cfg.eval.plot_episodes), int(cfg.eval.video_episodes)
+    metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=max(shown_n, video_n) > 0)
+    figures, videos = {}, {}
+    info = scene_info(env)
     if shown_n > 0:
-        info = scene_info(env)
         shown = episodes[:shown_n]
         write_plots(shown, info, run_dir / "plots")
         figures["Eval/trajectories"] = grid_figure(shown, info)
-    return metrics, figures
+    if video_n > 0:
+        path = run_dir / "plots" / "eval.gif"
+        ev = cfg.eval
+        write_video(episodes[:video_n], info, path, float(ev.video_fps), int(ev.video_max_frames))
+        videos["Eval/video"] = path
+    return metrics, figures, videos
 
 
-def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict) -> None:
+def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, videos: dict) -> None:
     if writer is None:
         return
+    from navexp.video import log_gif
+
     for tag, fig in figures.items():
         writer.add_figure(tag, fig, it)  # closes the figure
+    for tag, path in videos.items():
+        log_gif(writer, tag, path, it)
     from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
 
     scalars = {

@@ -236,6 +236,7 @@ def validate_run_cfg(cfg: Any) -> None:
             f"1 <= value <= env.num_envs = {cfg.env.num_envs} with ppo.model=rnn (recurrent mini-batches "
             f"are groups of worlds)",
         )
+    _check_eval_video(cfg.eval)
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
@@ -244,3 +245,14 @@ def validate_run_cfg(cfg: Any) -> None:
 def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:
     if not ok:
         raise ValueError(f"ppo config: ppo.{key}={value!r} is invalid; allowed: {allowed}")
+
+
+def _check_eval_video(ev: Any) -> None:
+    """The final evaluation's GIF settings (else the failure would come after the whole training)."""
+    for key, ok, allowed in (
+        ("video_episodes", ev.video_episodes >= 0, "an integer >= 0 (0 = no video)"),
+        ("video_fps", ev.video_fps > 0, "a number > 0"),
+        ("video_max_frames", ev.video_max_frames >= 1, "an integer >= 1"),
+    ):
+        if not ok:
+            raise ValueError(f"eval config: eval.{key}={ev[key]!r} is invalid; allowed: {allowed}")

@@ -83,6 +83,16 @@ class WandbWriter(SummaryWriter, LogWriter):
             self._wandb(lambda: self.run.log({tag: wandb.Image(figure)}, step=global_step))
         super().add_figure(tag, figure, global_step=global_step, close=close, walltime=walltime)
 
+    def add_gif(self, tag: str, path, global_step: int | None = None) -> None:
+        """TensorBoard animated image plus a W&B video of the same GIF file."""
+        from navexp.video import gif_summary
+
+        if self.run is not None:
+            import wandb
+
+            self._wandb(lambda: self.run.log({tag: wandb.Video(str(path), format="gif")}, step=global_step))
+        self._get_file_writer().add_summary(gif_summary(tag, path), global_step)
+
     def log_summary(self, values: dict[str, Any]) -> None:
         """Final metrics (evaluation) into the W&B run summary."""
         self._wandb(lambda: self.run.summary.update(values))

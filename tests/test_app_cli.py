@@ -123,3 +123,27 @@ def test_evaluate_records_every_episode_once_with_its_trajectory():
     assert len(episodes) == 5 and all(len(e.pos) == 11 and e.reason_name == "time_out" for e in episodes)
     assert all(abs(e.pos[-1] - e.pos[0]).max() < 1e-3 for e in episodes)  # it stood still
     assert evaluate(lambda obs: torch.zeros(env.num_envs, env.num_actions), env, 3)[1] == []
+
+
+def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
+    """A run config saved before env.sim.nthread, the LiDAR realism keys and env.robot.name existed:
+    those keys read their defaults (None, 0.0, holonomic), the run's own values stay (12 worlds,
+    noise 0.03 m), and an override still wins."""
+    from navexp import compose_config
+    from navexp.rollout import load_run_config
+
+    stored = OmegaConf.to_container(
+        compose_config(["env.num_envs=12", "env.lidar.range_noise_std_m=0.03"]), resolve=False
+    )
+    del (
+        stored["env"]["sim"]["nthread"],
+        stored["env"]["lidar"]["dropout_prob"],
+        stored["env"]["robot"]["name"],
+    )
+    cfg = load_run_config(
+        {"_path": "old/model_5.pt", "infos": {"config": stored}}, ["env.lidar.jitter_deg=1"]
+    )
+    assert cfg.env.sim.nthread is None and cfg.env.lidar.dropout_prob == 0.0
+    assert cfg.env.robot.name == "holonomic"
+    assert cfg.env.num_envs == 12 and cfg.env.lidar.range_noise_std_m == 0.03
+    assert cfg.env.lidar.jitter_deg == 1.0

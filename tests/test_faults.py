@@ -32,6 +32,7 @@ TINY = [
     "ppo.save_interval=1",
     "eval.num_episodes=4",
     "eval.plot_episodes=0",
+    "eval.video_episodes=0",
     "size=none",
 ]
 LAYOUT_SEED = 42 + 1_000_003  # seed + eval.layout_seed_offset (defaults)

@@ -14,7 +14,14 @@ from tensordict import TensorDict
 from navexp import compose_config
 from navexp.train import run
 
-TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=3", "eval.plot_episodes=0", "size=none"]
+TINY = [
+    *TINY_TRAIN,
+    "ppo.save_interval=1",
+    "eval.num_episodes=3",
+    "eval.plot_episodes=0",
+    "eval.video_episodes=0",
+    "size=none",
+]
 """2 iterations on 4 worlds; the final evaluation runs 3 worlds, so an RNN's state from training (4
 worlds) must be dropped when the evaluation starts."""
 

@@ -123,6 +123,27 @@ def test_play_writes_plots_and_replays_the_same_path(run_dir, tmp_path):
     assert (run_dir / "plots" / "grid.png").is_file()  # the end of training drew the evaluation too
 
 
+def test_play_video_and_the_final_evaluation_gif(run_dir, tmp_path):
+    """play video=true writes episodes.gif, one frame per recorded state of its first 2 episodes; the end
+    of training wrote plots/eval.gif (eval.video_episodes=2) and logged those bytes to TensorBoard."""
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from navexp import play
+    from navexp.plots import load_trajectories
+
+    play.main([f"checkpoint={run_dir}", "episodes=3", "video=true", "video_episodes=2", f"out={tmp_path}"])
+    episodes, info = load_trajectories(tmp_path / "trajectories.npz")
+    assert len(episodes) == 3 and info.robot_radius_m == 0.2
+    with Image.open(tmp_path / "episodes.gif") as im:
+        assert im.n_frames == len(episodes[0].pos) + len(episodes[1].pos)
+    gif = run_dir / "plots" / "eval.gif"
+    acc = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    acc.Reload()
+    (logged,) = acc.Images("Eval/video")
+    assert logged.encoded_image_string == gif.read_bytes() and gif.read_bytes()[:6] == b"GIF89a"
+
+
 def test_bad_checkpoints_fail_cleanly(run_dir, tmp_path):
     from navexp import export, play
 

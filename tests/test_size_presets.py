@@ -31,7 +31,13 @@ def test_run_config_equals_hydra_composed_config(tmp_path):
     values; the cpu preset filled the keys the command line left (ppo.save_interval 50), and the
     command line's env.num_envs=4 beat the preset's 256."""
     run_dir = tmp_path / "run"
-    proc = app(*TINY_TRAIN, "eval.num_episodes=4", "eval.plot_episodes=0", f"hydra.run.dir={run_dir}")
+    proc = app(
+        *TINY_TRAIN,
+        "eval.num_episodes=4",
+        "eval.plot_episodes=0",
+        "eval.video_episodes=0",
+        f"hydra.run.dir={run_dir}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     composed = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "config.yaml"), resolve=True)
     written = yaml.safe_load((run_dir / "config.yaml").read_text())

@@ -27,7 +27,7 @@ from navexp.sweep.parallel import (
 
 # 1 PPO iteration, 4 held-out episodes: a trial takes a few seconds on 2 cores.
 TINY = [o for o in TINY_TRAIN if not o.startswith("ppo.max_iterations")]
-TINY += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0"]
+TINY += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0", "eval.video_episodes=0"]
 # The README's command-line forms: a search-space entry replaced (clip range 0.12-0.28 instead of
 # 0.1-0.3) and two entries fixed, so clip_param is the whole space of these studies.
 SPACE = [

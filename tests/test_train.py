@@ -203,6 +203,7 @@ def test_wandb_offline_run_has_config_and_metrics(tmp_path):
         b"Loss/value",
         b"Metrics/success_rate",
         b"Eval/success_rate",
+        b"Eval/video",
         b"unit",
         b"test",
     ]:
@@ -210,6 +211,9 @@ def test_wandb_offline_run_has_config_and_metrics(tmp_path):
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["wandb_run_id"] and info["wandb_run_id"] in runs[0].name
     assert "Loss/value" in scalars(run_dir)  # TensorBoard events are written alongside
+    # The final evaluation's GIF (eval.video_episodes=2) is a W&B video file of the run.
+    (video,) = runs[0].glob("files/media/videos/Eval/video_*.gif")
+    assert video.read_bytes() == (run_dir / "plots" / "eval.gif").read_bytes()
 
 
 def test_wandb_failure_degrades_to_tensorboard(tmp_path, monkeypatch):

@@ -1,0 +1,203 @@
+"""Episode videos (GIF), the end pose at robot size, and figures redrawn from trajectories.npz alone."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from conftest import BASE
+from matplotlib.patches import Circle, Rectangle
+from PIL import Image
+
+from navexp import compose_config
+from navexp.plots import (
+    Episode,
+    episode_figure,
+    load_trajectories,
+    redraw_from_npz,
+    save_trajectories,
+)
+from navexp.video import EpisodeAnimator, frame_plan, frame_stride, write_video
+
+ROBOT_RADIUS_M = 0.2  # EnvCfg.robot.radius_m
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    """Two held-out 1 s episodes (at most 10 control steps, 11 states) of a constant action."""
+    from navexp.env import NavEnv
+    from navexp.play import scene_info
+    from navexp.rollout import eval_env_cfg, evaluate
+
+    cfg = compose_config([*BASE, "env.num_envs=2", "env.episode_length_s=1.0", "eval.num_episodes=2"])
+    env = NavEnv(eval_env_cfg(cfg))
+    action = torch.full((2, env.num_actions), 0.5)
+    _, episodes = evaluate(lambda obs: action, env, 2, record=True)
+    assert cfg.env.robot.radius_m == ROBOT_RADIUS_M
+    return episodes, scene_info(env)
+
+
+def test_gif_has_one_frame_per_recorded_state(recorded, tmp_path):
+    """Under max_frames, the GIF read back with Pillow holds exactly the recorded states (<= 2 x 11)."""
+    episodes, info = recorded
+    states = sum(len(ep.pos) for ep in episodes)
+    path = tmp_path / "e.gif"
+    assert write_video(episodes, info, path, fps=10, max_frames=300) == states
+    with Image.open(path) as im:
+        assert im.format == "GIF" and im.n_frames == states
+        assert im.info["duration"] == 100  # 1000 ms / 10 fps
+    assert 2 <= states <= 22 and path.stat().st_size < 40_000 * states  # kilobytes per frame, not more
+
+
+def test_long_episodes_are_downsampled_keeping_each_last_state(recorded, tmp_path):
+    """Two 11-state episodes in at most 5 frames: stride ceil(22 / 5) = 5, steps 0, 5, 10 of each."""
+    assert frame_stride(22, 5) == 5 and frame_stride(22, 22) == 1 and frame_stride(23, 22) == 2
+    fake = [Episode({}, np.zeros((n, 2)), np.zeros(n), np.zeros(n), np.zeros((n, 1)), 0) for n in (11, 8)]
+    # 8 states (steps 0..7): 0, 5 and the last, 7.
+    assert frame_plan(fake, 5) == [(0, 0), (0, 5), (0, 10), (1, 0), (1, 5), (1, 7)]
+    episodes, info = recorded
+    path = tmp_path / "short.gif"
+    frames = write_video(episodes, info, path, max_frames=2)
+    states = [len(ep.pos) for ep in episodes]
+    stride = math.ceil(sum(states) / 2)
+    expected = sum(len(range(0, n, stride)) + ((n - 1) % stride != 0) for n in states)
+    with Image.open(path) as im:
+        assert frames == expected == im.n_frames
+
+
+def test_video_robot_is_drawn_at_its_radius_with_its_heading(recorded):
+    """Each frame's robot circle has the config's 0.2 m radius, sits at the recorded position, and its
+    heading mark runs 0.2 m from the centre along the recorded yaw."""
+    episodes, info = recorded
+    anim = EpisodeAnimator(episodes, info)
+    try:
+        for j in (0, len(anim.plan) - 1):
+            e, k = anim.plan[j]
+            anim.draw(j)
+            (robot,) = [p for p in anim.ax.patches if p.get_gid() == "robot"]
+            assert robot.radius == pytest.approx(ROBOT_RADIUS_M)
+            assert np.allclose(robot.center, episodes[e].pos[k])
+            xs, ys = anim.heading.get_data()
+            yaw = episodes[e].yaw[k]
+            tip = episodes[e].pos[k] + ROBOT_RADIUS_M * np.array([math.cos(yaw), math.sin(yaw)])
+            assert np.allclose([xs[1], ys[1]], tip, atol=1e-6)
+            assert len(anim.beams.get_segments()) == len(info.beam_angles) == 72
+    finally:
+        anim.close()
+
+
+def _touching_episode() -> Episode:
+    """A collision ending at (0.5, 0) beside a 0.3 m cylinder at (1, 0), plus a vertical wall segment.
+
+    The end pose's circle touches the cylinder: |(1, 0) - (0.5, 0)| = 0.5 = 0.3 + 0.2. The wall, centre
+    (-1, 0), half extents (1, 0.05), yaw 90 deg, covers x in [-1.05, -0.95] and y in [-1, 1].
+    """
+    layout = {
+        "cyl_xy": np.array([[1.0, 0.0], [0.0, 2.0]]),
+        "cyl_r": np.array([0.3, 0.4]),
+        "cyl_active": np.array([True, False]),
+        "box_xy": np.zeros((1, 2)),
+        "box_half": np.full((1, 2), 0.1),
+        "box_yaw": np.zeros(1),
+        "box_active": np.array([False]),
+        "wall_xy": np.array([[-1.0, 0.0]]),
+        "wall_half": np.array([[1.0, 0.05]]),
+        "wall_yaw": np.array([math.pi / 2]),
+        "wall_active": np.array([True]),
+        "robot_xy": np.array([-0.5, 0.0]),
+        "robot_yaw": np.array(0.0),
+        "goal_xy": np.array([2.0, 2.0]),
+    }
+    pos = np.stack((np.linspace(-0.5, 0.5, 6), np.zeros(6)), axis=1)
+    return Episode(layout, pos, np.zeros(6), np.full(6, 1.0), np.full((6, 72), 3.0), 2)  # 2: collision
+
+
+def test_end_pose_is_drawn_at_robot_size_and_touches_the_obstacle(recorded):
+    """A collision's end pose is a 0.2 m circle whose rim meets the cylinder's (centres 0.5 m apart)."""
+    _, info = recorded
+    ep = _touching_episode()
+    assert ep.reason_name == "collision"
+    fig = episode_figure(ep, info, "touch")
+    ax = fig.axes[0]
+    (end,) = [p for p in ax.patches if p.get_gid() == "robot_end"]
+    (cyl,) = [p for p in ax.patches if p.get_gid() == "cyl"]  # the inactive slot is not drawn
+    assert end.radius == pytest.approx(ROBOT_RADIUS_M) and np.allclose(end.center, [0.5, 0.0])
+    gap = math.dist(end.center, cyl.center) - end.radius - cyl.radius
+    assert gap == pytest.approx(0.0, abs=1e-9)
+    (wall,) = [p for p in ax.patches if p.get_gid() == "wall"]
+    corners = wall.get_corners()
+    assert np.allclose(corners.min(axis=0), [-1.05, -1.0]) and np.allclose(corners.max(axis=0), [-0.95, 1.0])
+    plt.close(fig)
+
+
+def _geometry(fig) -> list[tuple]:
+    """Every patch's kind, gid and geometry, and every line collection's segments, rounded to 1e-6."""
+    ax = fig.axes[0]
+    out = []
+    for p in ax.patches:
+        if isinstance(p, Circle):
+            out.append(("circle", p.get_gid(), *np.round([*p.center, p.radius], 6)))
+        elif isinstance(p, Rectangle):
+            out.append(
+                ("rect", p.get_gid(), *np.round([*p.get_xy(), p.get_width(), p.get_height(), p.angle], 6))
+            )
+    for c in ax.collections:
+        segs = c.get_segments() if hasattr(c, "get_segments") else []
+        out.append(("segments", len(segs), np.round(np.sum([s.sum() for s in segs]), 4)))
+    return out
+
+
+def test_npz_alone_redraws_the_same_figure(recorded, tmp_path):
+    """A figure redrawn from trajectories.npz has the same patches at the same places (room, obstacles,
+    goal, start and end pose, a wall kind the simulator does not have yet) and the same beams and path."""
+    episodes, info = recorded
+    episodes = [*episodes, _touching_episode()]
+    path = tmp_path / "trajectories.npz"
+    save_trajectories(episodes, info, path)
+    loaded, info2 = load_trajectories(path)
+    assert info2.robot_radius_m == ROBOT_RADIUS_M and info2.half_x == info.half_x
+    assert np.array_equal(info2.beam_angles, info.beam_angles)
+    assert sorted(loaded[2].layout) == sorted(episodes[2].layout)
+    for i, ep in enumerate(episodes):
+        original = episode_figure(ep, info, f"episode {i}: {ep.reason_name}", 10)
+        redrawn = redraw_from_npz(path, i)
+        assert _geometry(redrawn) == _geometry(original)
+        kinds = {g[1] for g in _geometry(redrawn) if g[0] != "segments"}
+        assert {"room", "goal", "robot_start", "robot_end"} <= kinds
+        plt.close(original)
+        plt.close(redrawn)
+    assert "wall" in {g[1] for g in _geometry(redraw_from_npz(path, 2))}
+    with pytest.raises(ValueError, match=r"index=3 is invalid; allowed: 0 <= index < 3"):
+        redraw_from_npz(path, 3)
+    np.savez(tmp_path / "bare.npz", reasons=np.zeros(1))
+    with pytest.raises(ValueError, match="holds no scene"):
+        load_trajectories(tmp_path / "bare.npz")
+
+
+def test_invalid_video_options_fail_naming_the_value_and_the_choices(recorded, tmp_path):
+    """video=, fps=, video_lidar= and the file format reject bad values with the valid ones listed."""
+    from matplotlib.animation import writers
+
+    from navexp.play import OPTIONS, video_options
+
+    assert video_options(dict(OPTIONS)) is None  # video=false
+    assert video_options({**OPTIONS, "video": "TRUE"})["format"] == "gif"
+    with pytest.raises(ValueError, match=r"video='maybe' is invalid; allowed: false \| true \| gif \| mp4"):
+        video_options({**OPTIONS, "video": "maybe"})
+    with pytest.raises(ValueError, match=r"fps='0' is invalid; allowed: float >= 0.1"):
+        video_options({**OPTIONS, "video": "true", "fps": "0"})
+    with pytest.raises(ValueError, match=r"video_lidar='yes' is invalid; allowed: true \| false"):
+        video_options({**OPTIONS, "video": "true", "video_lidar": "yes"})
+    episodes, info = recorded
+    with pytest.raises(ValueError, match=r"format 'avi'; allowed: gif \| mp4"):
+        write_video(episodes, info, tmp_path / "e.avi")
+    if not writers.is_available("ffmpeg"):
+        with pytest.raises(ValueError, match="needs ffmpeg"):
+            write_video(episodes, info, tmp_path / "e.mp4")
+    with pytest.raises(ValueError, match=r"eval.video_episodes=-1 is invalid; allowed: an integer >= 0"):
+        from navexp.validation import validate_run_cfg
+
+        validate_run_cfg(compose_config([*BASE, "eval.video_episodes=-1"]))
