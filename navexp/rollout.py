@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from navexp.models import reset_hidden
 from navexp.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ def eval_env_cfg(cfg: DictConfig) -> DictConfig:
 
 
 def build_actor(ckpt: dict, cfg: DictConfig, env: NavEnv) -> torch.nn.Module:
-    """rsl_rl's own actor MLPModel with the checkpoint's weights and normalizer, on the env's device."""
+    """rsl_rl's actor of the config's ``ppo.model`` with the checkpoint's weights and normalizer, on the
+    env's device (a recurrent one with no state yet: ``run_episodes`` resets it per round)."""
     from rsl_rl.utils import resolve_class
 
     from navexp.rl_cfg import build_train_cfg
@@ -112,10 +114,11 @@ class EvalRun:
     @classmethod
     def build(cls, ckpt: dict, cfg: DictConfig) -> EvalRun:
         """Build the evaluation env of ``cfg``; a checkpoint with another observation layout fails here."""
-        from navexp.checkpoint import check_compatible, check_robot
+        from navexp.checkpoint import check_compatible, check_model, check_robot
         from navexp.env import NavEnv
 
         check_robot(ckpt, str(cfg.env.robot.name))  # before any simulator is built
+        check_model(ckpt, str(cfg.ppo.model))
         env = NavEnv(eval_env_cfg(cfg))
         om = env.obs_manager
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
@@ -133,7 +136,9 @@ def run_episodes(
     """Roll ``policy`` out for ``total`` episodes on an ``auto_reset=False`` env.
 
     Every world runs one episode per round and is held when it ends; the last round only counts its
-    first ``remaining`` worlds, so each episode is counted exactly once. ``on_round(env)`` runs after
+    first ``remaining`` worlds, so each episode is counted exactly once. A recurrent policy (rsl_rl's
+    ``RNNModel``) starts each round from the zero state and has the state of a world zeroed on the
+    step its episode ends (``navexp.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
     episode was running before the step). Returns the end reason, duration (s) and path length (m) of
     each episode.
@@ -143,6 +148,7 @@ def run_episodes(
     while len(reasons) < total:
         obs = env.get_observations() if first_round else env.reset()
         first_round = False
+        reset_hidden(policy)  # a new round: every world starts an episode from the zero state
         if on_round is not None:
             on_round(env)
         n = env.num_envs
@@ -151,7 +157,8 @@ def run_episodes(
         for _ in range(env.max_episode_length + 1):
             active = ~env.held
             prev = env.state.pos_xy.clone()
-            obs, _, _, _ = env.step(policy(obs))
+            obs, _, dones, _ = env.step(policy(obs))
+            reset_hidden(policy, dones)  # an ended world's next episode must not see this one's memory
             path += (env.state.pos_xy - prev).norm(dim=-1) * active
             steps += active.long()
             if on_step is not None:

@@ -99,7 +99,7 @@ def _run(
     cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext
 ) -> float | list[float]:
     from navexp import distributed
-    from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
+    from navexp.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
     from navexp.env import NavEnv
     from navexp.evaluate import evaluation_record
     from navexp.presets import applied_preset
@@ -125,6 +125,7 @@ def _run(
     ckpt, wandb_id = None, None
     if cfg.resume:
         ckpt = load_checkpoint(cfg.resume)  # a missing/truncated/foreign file fails here, nothing touched
+        check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
         run_dir = Path(ckpt["_path"]).parent
         info = run_dir / "run_info.json"
         wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
@@ -161,6 +162,7 @@ def _run(
         "group_widths": om.group_widths,
         "history_length": om.history_length,
         "obs_groups": train_cfg["obs_groups"],
+        "model": {"kind": str(cfg.ppo.model), "recurrent": str(cfg.ppo.model) == "rnn"},
         "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
