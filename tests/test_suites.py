@@ -211,3 +211,24 @@ def test_shipped_suites_validate_against_the_default_config():
         check_suite(cfg, name)
     assert [e.name for e in load_suite("default").entries] == ["room", "dense"]
     assert [e.name for e in load_suite("families").entries] == list(FAMILIES)
+
+
+def test_eval_scalar_tags_per_entry_family_and_scenario():
+    """Tags: Eval/<metric> for the main entry; with a suite Eval/<entry>/<metric>, plus
+    Eval/<entry>/<family>/<metric> only for an entry mixing two families; without a suite a scenario
+    file's entries as Eval/<scenario>/<metric>. What was evaluated (skip) and dicts are left out."""
+    from navexp.suites import eval_scalars
+
+    one = {"success_rate": 0.5, "ci95": {}, "by_family": {"random": {"success_rate": 0.5}}}
+    fams = {"random": {"success_rate": 0.5}, "grid": {"success_rate": 0.0}}
+    two = {"success_rate": 0.25, "by_family": fams}
+    suite = {**one, "layout_seed": 7, "entries": {"room": one, "mix": two}}
+    assert eval_scalars(suite, skip=("layout_seed",)) == {
+        "Eval/success_rate": 0.5,
+        "Eval/room/success_rate": 0.5,
+        "Eval/mix/success_rate": 0.25,
+        "Eval/mix/random/success_rate": 0.5,
+        "Eval/mix/grid/success_rate": 0.0,
+    }
+    scen = {"success_rate": 1.0, "by_scenario": {"left": {"success_rate": 1.0}}}
+    assert eval_scalars(scen) == {"Eval/success_rate": 1.0, "Eval/left/success_rate": 1.0}
