@@ -346,6 +346,10 @@ class EvalCfg:
     video_fps: float = 10.0
     video_max_frames: int = 200
     """At most this many frames in the final evaluation's GIF (longer episodes show every n-th step)."""
+    suite: str | None = "default"
+    """Suite of the final evaluation (configs/suites/<name>.yaml or a path; navexp/suites.py): its first
+    entry gives eval.json's top-level metrics, every entry its own under ``entries``. None: the run's
+    env only."""
 
 
 @dataclass

@@ -226,7 +226,7 @@ def _run(
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
         metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
-        metrics.update(evaluation_record(cfg, runner.last_checkpoint, list(overrides or [])))
+        metrics.update(evaluation_record(cfg, runner.last_checkpoint, overrides, cfg.eval.get("suite")))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
             f"success {metrics['success_rate']:.1%}, collision {metrics['collision_rate']:.1%}, "
@@ -278,17 +278,21 @@ def _policy_digest(runner: NavRunner) -> str:
 
 
 def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict, dict]:
-    """The final evaluation, recorded: metrics, trajectory figures (also saved under plots/) and the
-    GIF of the first ``eval.video_episodes`` episodes (plots/eval.gif), as {tag: path}."""
+    """The final evaluation (``eval.suite``), recorded: metrics, trajectory figures of the main entry
+    (also saved under plots/) and the GIF of its first ``eval.video_episodes`` episodes (plots/eval.gif),
+    as {tag: path}."""
     from navexp.env import NavEnv
     from navexp.play import scene_info, write_plots
     from navexp.plots import grid_figure
-    from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.rollout import eval_env_cfg
+    from navexp.suites import evaluate_suite
     from navexp.video import write_video
 
-    env = NavEnv(eval_env_cfg(cfg))
     shown_n, video_n = int(cfg.eval.plot_episodes), int(cfg.eval.video_episodes)
-    metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=max(shown_n, video_n) > 0)
+    record = max(shown_n, video_n) > 0
+    metrics, env, episodes = evaluate_suite(
+        cfg, cfg.eval.get("suite"), lambda c: (policy, NavEnv(eval_env_cfg(c))), record=record
+    )
     figures, videos = {}, {}
     info = scene_info(env)
     if shown_n > 0:
@@ -313,15 +317,13 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, v
     for tag, path in videos.items():
         log_gif(writer, tag, path, it)
     from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
+    from navexp.suites import eval_scalars
 
-    scalars = {
-        f"Eval/{k}": float(v)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and v is not None and k not in RECORD_KEYS
-    }
+    scalars = eval_scalars(metrics, skip=RECORD_KEYS)  # Eval/<metric>, Eval/<entry>/[<group>/]<metric>
     for tag, value in scalars.items():
         writer.add_scalar(tag, value, it)
-    writer.add_hparams(_hparams(cfg), {f"hparam/{k[5:]}": v for k, v in scalars.items()}, run_name="hparams")
+    main = {f"hparam/{k[5:]}": v for k, v in scalars.items() if k.count("/") == 1}  # the main entry's
+    writer.add_hparams(_hparams(cfg), main, run_name="hparams")
     if hasattr(writer, "log_summary"):
         writer.log_summary(scalars)
     writer.flush()

@@ -284,6 +284,10 @@ def validate_run_cfg(cfg: Any) -> None:
             f"are groups of worlds)",
         )
     _check_eval_video(cfg.eval)
+    if cfg.eval.enabled and cfg.eval.get("suite"):  # an unknown suite or a bad entry fails before training
+        from navexp.suites import check_suite
+
+        check_suite(cfg, str(cfg.eval.suite))
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
