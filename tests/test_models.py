@@ -423,8 +423,8 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tmp_path_factory):
     def world_0_ends_early(env) -> None:  # world 0 times out 4 steps into each round, world 1 runs on
         env.episode_length_buf[0] = env.max_episode_length - 4
 
-    reasons, _, _ = run_episodes(spy, ev.env, 4, on_round=world_0_ends_early)
-    assert len(reasons) == 4
+    table = run_episodes(spy, ev.env, 4, on_round=world_0_ends_early)
+    assert len(table.reason) == 4
     round_starts = [i for i, (kind, d) in enumerate(spy.events) if kind == "reset" and d is None]
     assert len(round_starts) == 2
     assert all(spy.events[i + 1] == ("call", None) for i in round_starts)
