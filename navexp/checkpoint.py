@@ -2,7 +2,8 @@
 
 A checkpoint is rsl_rl's dict (``actor_state_dict``, ``critic_state_dict``, ``optimizer_state_dict``,
 ``iter``) plus ``infos`` written by navexp: ``obs_layout`` (term order and widths per group),
-``group_widths``, ``obs_groups`` (actor/critic sets), ``history_length`` and the resolved ``config``.
+``group_widths``, ``obs_groups`` (actor/critic sets), ``history_length``, ``model`` (``kind``: the
+``ppo.model`` it was trained with) and the resolved ``config``.
 
 Everything in it is a tensor or a plain container (dict, list, tuple, str, int, float, bool, None),
 so it loads with ``torch.load(weights_only=True)`` and torch's default allowlist: ``SAFE_GLOBALS`` is
@@ -156,12 +157,29 @@ def check_compatible(ckpt: dict, obs_layout: dict, group_widths: dict[str, int],
                 f"{theirs} (history {their_hist}); "
                 f"this config produces {ours} (history {history_length}). Use the same obs config."
             )
+    if checkpoint_model(ckpt) != "mlp":  # an RNN's or CNN's first MLP layer reads its latent, not obs
+        return
     width = ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]
     if width != group_widths["policy"]:
         raise ValueError(
             f"checkpoint {ckpt['_path']} has an actor input of {width} columns; "
             f"this config's policy group is "
             f"{group_widths['policy']} wide ({ours['policy']}). Use the same obs config."
+        )
+
+
+def checkpoint_model(ckpt: dict) -> str:
+    """The ``ppo.model`` kind a checkpoint was trained with (``infos.model.kind``; older runs: mlp)."""
+    return str(((ckpt.get("infos") or {}).get("model") or {}).get("kind", "mlp"))
+
+
+def check_model(ckpt: dict, kind: str) -> None:
+    """Raise ValueError naming both kinds when the checkpoint holds another ``ppo.model`` than ``kind``."""
+    theirs = checkpoint_model(ckpt)
+    if theirs != kind:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} holds a ppo.model={theirs!r} policy; this config uses "
+            f"ppo.model={kind!r}; select ppo.model={theirs} (and its ppo.rnn_*/ppo.cnn_* settings)"
         )
 
 
@@ -176,6 +194,13 @@ def check_robot(ckpt: dict, robot_name: str) -> None:
 
 
 MODEL_KEYS = (
+    "ppo.model",
+    "ppo.rnn_type",
+    "ppo.rnn_hidden_dim",
+    "ppo.rnn_num_layers",
+    "ppo.cnn_channels",
+    "ppo.cnn_kernel_sizes",
+    "ppo.cnn_strides",
     "ppo.hidden_dims",
     "ppo.activation",
     "ppo.obs_normalization",
@@ -227,6 +252,7 @@ def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
 
     om = env.obs_manager
     check_robot(ckpt, env.robot.name)
+    check_model(ckpt, str(cfg.ppo.model))
     check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
     infos = ckpt.get("infos") or {}
     hint = _config_diff(ckpt, cfg)

@@ -271,7 +271,7 @@ class RewardCfg:
 
 @dataclass
 class PpoCfg:
-    """rsl_rl PPO + MLPModel settings under short keys (turned into a fresh rsl_rl dict)."""
+    """rsl_rl PPO + model settings under short keys (turned into a fresh rsl_rl dict)."""
 
     num_steps_per_env: int = 32
     max_iterations: int = 300
@@ -289,6 +289,21 @@ class PpoCfg:
     max_grad_norm: float = 1.0
     use_clipped_value_loss: bool = True
     normalize_advantage_per_mini_batch: bool = False
+    model: str = "mlp"
+    """Actor and critic network: mlp (rsl_rl MLPModel) | rnn (rsl_rl RNNModel: GRU/LSTM, then the MLP) |
+    cnn (navexp.models.ScanCNNModel: 1-D circular convolution over the LiDAR scan, then the MLP)."""
+    rnn_type: str = "gru"
+    """ppo.model=rnn: gru | lstm."""
+    rnn_hidden_dim: int = 128
+    """ppo.model=rnn: width of the recurrent state (per layer; an LSTM keeps a cell state as well)."""
+    rnn_num_layers: int = 1
+    """ppo.model=rnn: stacked recurrent layers."""
+    cnn_channels: list[int] = field(default_factory=lambda: [16, 16])
+    """ppo.model=cnn: output channels of each circular conv layer over the scan."""
+    cnn_kernel_sizes: list[int] = field(default_factory=lambda: [5, 5])
+    """ppo.model=cnn: odd kernel width (beams) of each layer; padding (k - 1) / 2 wraps around the scan."""
+    cnn_strides: list[int] = field(default_factory=lambda: [2, 2])
+    """ppo.model=cnn: stride (beams) of each layer; 72 beams -> 36 -> 18 with the defaults."""
     hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
     activation: str = "elu"
     obs_normalization: bool = True
@@ -331,6 +346,10 @@ class EvalCfg:
     video_fps: float = 10.0
     video_max_frames: int = 200
     """At most this many frames in the final evaluation's GIF (longer episodes show every n-th step)."""
+    suite: str | None = "default"
+    """Suite of the final evaluation (configs/suites/<name>.yaml or a path; navexp/suites.py): its first
+    entry gives eval.json's top-level metrics, every entry its own under ``entries``. None: the run's
+    env only."""
 
 
 @dataclass

@@ -237,6 +237,35 @@ def validate_curriculum_cfg(cfg: DictConfig) -> None:
         _check(not set_ or sum(set_) > 0, f"{end}.weights", dict(stage.weights), "at least one weight > 0")
 
 
+def make_curriculum(cfg: DictConfig, window: int = 1000) -> SuccessCurriculum | None:
+    """The success curriculum of ``cfg`` (validated), or None for ``curriculum=none``."""
+    return SuccessCurriculum(cfg, window) if enabled(cfg) else None
+
+
+def restore_curriculum(curriculum: SuccessCurriculum | None, ckpt: dict | None, quiet: bool) -> None:
+    """Continue at the checkpoint's curriculum level (or say why the run starts elsewhere), and print
+    the level the run starts at."""
+    saved = checkpoint_state(ckpt)
+    if curriculum is None:
+        if saved and not quiet:
+            print(
+                f"[navexp] the checkpoint was trained with a curriculum (level {saved['level']}); "
+                f"curriculum=none: training continues on the env's own layouts "
+                f"(resume with curriculum=success to continue it)"
+            )
+        return
+    if saved:
+        curriculum.load_state_dict(saved)
+    elif ckpt is not None and not quiet:
+        print("[navexp] the checkpoint holds no curriculum state; the curriculum starts at start_level")
+    if not quiet:
+        level = curriculum.state.level
+        print(
+            f"[navexp] curriculum: level {level} of {curriculum.levels}"
+            f"{' (resumed)' if saved else ''}: {curriculum.describe(level)}"
+        )
+
+
 def checkpoint_state(ckpt: dict | None) -> dict | None:
     """The curriculum state a checkpoint carries (None: none, or no checkpoint)."""
     if ckpt is None:

@@ -5,6 +5,9 @@
     vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # holonomic: m/s, m/s, rad/s
     v, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)        # diffdrive: m/s, rad/s
 
+A recurrent policy (``ppo.model=rnn``) keeps its GRU/LSTM state between ``command`` calls: one
+NumpyPolicy per robot, ``reset()`` at every episode start. The networks are ``navexp.numpy_nets``.
+
 The command has the trained robot's action width and order (``policy.action_names``, the metadata's
 ``action`` block), each component clipped to [-1, 1] and scaled to its unit, in the body frame.
 
@@ -22,14 +25,8 @@ from collections import deque
 
 import numpy as np
 
+from navexp.numpy_nets import ACTIVATIONS, NumpyRNN, mlp, scan_cnn_latent
 from navexp.obs.numpy_terms import get_twin
-
-ACTIVATIONS = {
-    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
-    "relu": lambda x: np.maximum(x, 0),
-    "tanh": np.tanh,
-    "identity": lambda x: x,
-}
 
 
 def check_inputs(goal_body_xy, vel_body, omega) -> None:
@@ -50,7 +47,9 @@ def check_inputs(goal_body_xy, vel_body, omega) -> None:
 
 
 class NumpyPolicy:
-    """The exported actor (normalizer + MLP + mean action) and the observation builder."""
+    """The exported actor (normalizer + [GRU/LSTM | circular scan CNN] + MLP + mean action) and the
+    observation builder. A recurrent policy keeps its state between ``command`` calls; ``reset()``
+    clears it (and the frame history) at the start of every episode."""
 
     def __init__(
         self,
@@ -60,6 +59,9 @@ class NumpyPolicy:
         obs_std: np.ndarray,
         eps: float,
         meta: dict,
+        rnn: NumpyRNN | None = None,
+        convs: list[tuple[np.ndarray, np.ndarray, int]] | None = None,
+        scan_width: int = 0,
     ) -> None:
         if activation not in ACTIVATIONS:
             raise ValueError(
@@ -67,6 +69,8 @@ class NumpyPolicy:
             )
         self.layers, self.act_fn = layers, ACTIVATIONS[activation]
         self.obs_mean, self.obs_std, self.eps, self.meta = obs_mean, obs_std, eps, meta
+        self.rnn, self.convs, self.scan_width = rnn, convs, int(scan_width)
+        """ppo.model=rnn: the recurrent layers and their state; ppo.model=cnn: the conv layers."""
         self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
         self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
         """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""
@@ -79,11 +83,29 @@ class NumpyPolicy:
         meta = json.loads(str(f["meta"]))
         n = int(f["num_layers"])
         layers = [(f[f"w{i}"], f[f"b{i}"]) for i in range(n)]
-        return cls(layers, str(f["activation"]), f["obs_mean"], f["obs_std"], float(f["eps"]), meta)
+        kind = str(f["model"]) if "model" in f.files else "mlp"
+        extra: dict = {}
+        if kind == "rnn":
+            names = ("w_ih", "w_hh", "b_ih", "b_hh")
+            weights = [tuple(f[f"rnn_{k}{i}"] for k in names) for i in range(int(f["rnn_num_layers"]))]
+            extra["rnn"] = NumpyRNN(str(f["rnn_type"]), weights, int(f["rnn_hidden_dim"]))
+        elif kind == "cnn":
+            convs = [
+                (f[f"conv_w{i}"], f[f"conv_b{i}"], int(f[f"conv_stride{i}"]))
+                for i in range(int(f["conv_num_layers"]))
+            ]
+            extra.update(convs=convs, scan_width=int(f["scan_width"]))
+        elif kind != "mlp":
+            raise ValueError(
+                f"{path}: model {kind!r} is not supported here; supported: ['mlp', 'rnn', 'cnn']"
+            )
+        return cls(layers, str(f["activation"]), f["obs_mean"], f["obs_std"], float(f["eps"]), meta, **extra)
 
     def reset(self) -> None:
-        """Start of an episode: forget the frame history and the previous action."""
+        """Start of an episode: forget the frame history, the previous action and the RNN state."""
         self.history.clear()
+        if self.rnn is not None:
+            self.rnn.reset()
         self.prev_action = np.zeros(self.action_scale.size)
 
     def frame(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
@@ -106,13 +128,24 @@ class NumpyPolicy:
         return np.concatenate(parts)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        """Normalised observation -> MLP -> mean action, clipped to [-1, 1] as the env clips it."""
-        x = (np.asarray(obs, dtype=np.float64) - self.obs_mean) / (self.obs_std + self.eps)
-        for i, (w, b) in enumerate(self.layers):
-            x = x @ w.T + b
-            if i < len(self.layers) - 1:
-                x = self.act_fn(x)
-        return np.clip(x, -1.0, 1.0)
+        """Observation -> mean action, clipped to [-1, 1] as the env clips it: normalised columns ->
+        [RNN step (advances its state) | with the scan's conv features] -> MLP."""
+        x = np.asarray(obs, dtype=np.float64)
+        if self.convs is not None:
+            frames = x.reshape(self.history.maxlen, -1)
+            rest = frames[:, self.scan_width :].reshape(-1)
+            latent = np.concatenate(
+                [self._normalize(rest), scan_cnn_latent(frames, self.scan_width, self.convs, self.act_fn)]
+            )
+        elif self.rnn is not None:
+            latent = self.rnn.step(self._normalize(x))
+        else:
+            latent = self._normalize(x)
+        return np.clip(mlp(latent, self.layers, self.act_fn), -1.0, 1.0)
+
+    def _normalize(self, x: np.ndarray) -> np.ndarray:
+        """rsl_rl's EmpiricalNormalization: (x - mean) / (std + eps)."""
+        return (x - self.obs_mean) / (self.obs_std + self.eps)
 
     def observation(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
         """The (stacked) observation the actor reads; the first frame of an episode fills the history."""

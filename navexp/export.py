@@ -3,10 +3,13 @@
     python -m navexp.export checkpoint=<run dir or model_<it>.pt> [out=DIR]
 
 Writes into DIR (default <run dir>/export/):
-- policy.pt: TorchScript (rsl_rl's export module: normalizer + MLP + mean action), input [N, W] -> [N, A]
-  (A: the robot's action width, ``navexp.robots``)
-- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch)
-- policy.npz: weights, normalizer statistics and metadata for navexp.deploy.NumpyPolicy (numpy only)
+- policy.pt: TorchScript (rsl_rl's export module: normalizer + network + mean action), input [N, W] -> [N, A]
+  (A: the robot's action width, ``navexp.robots``); ``ppo.model=rnn``: rsl_rl's stateful batch-1 module
+  with ``reset()``
+- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch); ``rnn``: the state
+  is an input and an output as well ("h_in" -> "h_out", an LSTM's "c_in" -> "c_out", [L, N, H])
+- policy.npz: weights (MLP head, GRU/LSTM or conv layers), normalizer statistics and metadata for
+  navexp.deploy.NumpyPolicy (numpy only)
 - policy_meta.json: observation layout (term order, widths and params, history), LiDAR geometry,
   scaling constants and the robot's action block (names, units, scale, frame), so a robot-side
   program can rebuild the input. Term descriptions come from the terms' numpy twins
@@ -40,11 +43,13 @@ def checkpoint_robot(ckpt: dict, cfg) -> Robot:
 
 
 def actor_from_checkpoint(ckpt: dict, cfg):
-    """rsl_rl's actor MLPModel built from the checkpoint's declared widths (no simulator needed)."""
+    """rsl_rl's actor of the checkpoint's ``ppo.model``, built from its declared widths (no simulator)."""
     from rsl_rl.utils import resolve_class
 
+    from navexp.checkpoint import check_model
     from navexp.rl_cfg import build_train_cfg
 
+    check_model(ckpt, str(cfg.ppo.model))
     train_cfg = build_train_cfg(cfg)
     infos = ckpt.get("infos") or {}
     widths = infos.get("group_widths") or {"policy": ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]}
@@ -66,6 +71,29 @@ def _term_params(cfg, names: list[str]) -> dict[str, dict]:
         given = OmegaConf.to_container(tcfg.params) if tcfg is not None and "params" in tcfg else None
         params[name] = OBS_TERMS.get(name).resolve_params(given, "observation")
     return params
+
+
+def model_meta(cfg) -> dict:
+    """The network kind and, for an RNN, the state the caller carries between steps."""
+    p = cfg.ppo
+    out: dict = {"kind": str(p.model)}
+    if p.model == "rnn":
+        names = ["h"] + (["c"] if p.rnn_type == "lstm" else [])
+        out.update(
+            rnn_type=str(p.rnn_type),
+            state_shape=[int(p.rnn_num_layers), "batch", int(p.rnn_hidden_dim)],
+            onnx_state_inputs=[f"{n}_in" for n in names],
+            onnx_state_outputs=[f"{n}_out" for n in names],
+            state="zeros at the start of every episode; feed each step's outputs back as the next inputs",
+        )
+    if p.model == "cnn":
+        out.update(
+            cnn_channels=[int(c) for c in p.cnn_channels],
+            cnn_kernel_sizes=[int(k) for k in p.cnn_kernel_sizes],
+            cnn_strides=[int(s) for s in p.cnn_strides],
+            padding="circular, (k - 1) / 2 beams per side",
+        )
+    return out
 
 
 def metadata(ckpt: dict, cfg) -> dict:
@@ -109,6 +137,7 @@ def metadata(ckpt: dict, cfg) -> dict:
         },
         "terms": {name: describe(name) for name in names},
         "action": checkpoint_robot(ckpt, cfg).action_meta(),
+        "model": model_meta(cfg),
         "control_period_s": float(env.sim.timestep_s * env.sim.decimation),
     }
 
@@ -128,38 +157,80 @@ def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
         )
     }
     torch.jit.script(actor.as_jit()).save(str(files["torchscript"]))
-    onnx_model = actor.as_onnx(verbose=False).eval()
-    # torch's dynamo exporter with a dynamic batch dimension (rsl_rl's own export fixes the batch to 1).
-    batch = torch.export.Dim("batch", min=1, max=1 << 16)
-    torch.onnx.export(
-        onnx_model,
-        (torch.zeros(2, meta["obs"]["width"]),),
-        str(files["onnx"]),
-        dynamo=True,
-        opset_version=18,
-        input_names=["obs"],
-        output_names=["actions"],
-        dynamic_shapes={"x": {0: batch}},
-        verbose=False,
-    )
-    linears = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)]
-    arrays = {f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)}
-    arrays.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
+    export_onnx(actor, meta["obs"]["width"], files["onnx"])
     norm = actor.obs_normalizer
     has_norm = hasattr(norm, "_mean")
-    width = meta["obs"]["width"]
+    width = int(actor.obs_dim)  # the columns the normaliser reads (a CNN's scan columns are not among them)
     np.savez(
         files["numpy"],
-        num_layers=len(linears),
         activation=str(cfg.ppo.activation),
         obs_mean=norm._mean.squeeze(0).double().numpy() if has_norm else np.zeros(width),
         obs_std=norm._std.squeeze(0).double().numpy() if has_norm else np.ones(width),
         eps=float(norm.eps) if has_norm else 0.0,
         meta=json.dumps(meta),
-        **arrays,
+        **numpy_arrays(actor, meta["model"]["kind"]),
     )
     files["meta"].write_text(json.dumps(meta, indent=2))
     return files
+
+
+def export_onnx(actor, width: int, path: Path) -> None:
+    """ONNX of the actor with a dynamic batch (torch's dynamo exporter; rsl_rl's own export fixes it
+    to 1). An RNN's graph takes and returns its state: ``obs`` [N, W], ``h_in`` [L, N, H] (``c_in``
+    for an LSTM) -> ``actions`` [N, A], ``h_out`` (``c_out``); zeros start an episode."""
+    onnx_model = actor.as_onnx(verbose=False).eval()
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    if getattr(onnx_model, "is_recurrent", False):
+        args = tuple(
+            torch.zeros(a.shape[0], 2, a.shape[2]) if i else torch.zeros(2, width)
+            for i, a in enumerate(onnx_model.get_dummy_inputs())
+        )
+        names = onnx_model.input_names
+        dynamic = {"obs": {0: batch}, **{n: {1: batch} for n in names[1:]}}
+        inputs, outputs = names, onnx_model.output_names
+    else:
+        args, dynamic = (torch.zeros(2, width),), {"x": {0: batch}}
+        inputs, outputs = ["obs"], ["actions"]
+    torch.onnx.export(
+        onnx_model,
+        args,
+        str(path),
+        dynamo=True,
+        opset_version=18,
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_shapes=dynamic,
+        verbose=False,
+    )
+
+
+def numpy_arrays(actor, kind: str) -> dict[str, np.ndarray]:
+    """The weights ``navexp.deploy`` runs: the MLP head (``w<i>``, ``b<i>``), an RNN's layers in
+    torch's gate order (``rnn_w_ih<l>``, ``rnn_w_hh<l>``, ``rnn_b_ih<l>``, ``rnn_b_hh<l>``) or a
+    CNN's conv layers (``conv_w<i>`` [C_out, C_in, k], ``conv_b<i>``, ``conv_stride<i>``)."""
+    linears = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)]
+    out = {"model": np.array(kind), "num_layers": np.array(len(linears))}
+    out.update({f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)})
+    out.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
+    if kind == "rnn":
+        rnn = actor.rnn.rnn
+        out.update(
+            rnn_type=np.array("lstm" if isinstance(rnn, torch.nn.LSTM) else "gru"),
+            rnn_num_layers=np.array(rnn.num_layers),
+            rnn_hidden_dim=np.array(rnn.hidden_size),
+        )
+        for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
+            for layer in range(rnn.num_layers):
+                value = getattr(rnn, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l{layer}")
+                out[f"rnn_{name}{layer}"] = value.detach().double().numpy()
+    elif kind == "cnn":
+        convs = [m for m in actor.conv if isinstance(m, torch.nn.Conv1d)]
+        out.update(conv_num_layers=np.array(len(convs)), scan_width=np.array(actor.scan_width))
+        for i, c in enumerate(convs):
+            out[f"conv_w{i}"] = c.weight.detach().double().numpy()
+            out[f"conv_b{i}"] = c.bias.detach().double().numpy()
+            out[f"conv_stride{i}"] = np.array(c.stride[0])
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Path]:

@@ -1,11 +1,17 @@
 """Turn the ``ppo`` config group into a fresh rsl_rl ``OnPolicyRunner`` config dict.
 
+Actor and critic are the ``ppo.model`` kind's rsl_rl models (``navexp.models``).
+
 rsl_rl mutates the dict it is given, so every call builds a new plain container.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from omegaconf import OmegaConf
+
+from navexp.models import check_model_cfg, model_cfgs
 
 SCHEDULES = ("adaptive", "fixed")
 ACTIVATIONS = ("elu", "relu", "selu", "lrelu", "tanh", "sigmoid", "identity", "gelu", "softplus", "mish")
@@ -56,11 +62,10 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
         v = float(getattr(p, key))
         if not (v > lo and (hi is None or v <= hi)):
             raise ValueError(f"ppo.{key}={v} is invalid; allowed: {lo} < value" + (f" <= {hi}" if hi else ""))
-    model = {
-        "hidden_dims": [int(h) for h in p.hidden_dims],
-        "activation": str(p.activation),
-        "obs_normalization": bool(p.obs_normalization),
-    }
+    lidar = OmegaConf.select(cfg, "obs.terms.lidar")
+    lidar_enabled = bool(lidar.get("enabled", True)) if lidar is not None else True
+    check_model_cfg(p, lidar_enabled)
+    actor, critic = model_cfgs(p, int(cfg.env.lidar.num_beams), int(cfg.obs.history_length))
     return {
         "num_steps_per_env": int(p.num_steps_per_env),
         "save_interval": int(p.save_interval),
@@ -88,14 +93,6 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
             "desired_kl": float(p.desired_kl),
             "normalize_advantage_per_mini_batch": bool(p.normalize_advantage_per_mini_batch),
         },
-        "actor": {
-            "class_name": "MLPModel",
-            **model,
-            "distribution_cfg": {
-                "class_name": "GaussianDistribution",
-                "init_std": float(p.init_std),
-                "std_type": str(p.std_type),
-            },
-        },
-        "critic": {"class_name": "MLPModel", **model},
+        "actor": actor,
+        "critic": critic,
     }

@@ -5,13 +5,16 @@
   evaluation world count) and rsl_rl's actor with the checkpoint's weights;
 - ``run_episodes``: N episodes, each counted exactly once, deterministic actions, with per-round and
   per-step hooks; ``TrajectoryRecorder`` is the hook that keeps trajectories for plots;
-- ``summarize``: rates summing to 1, Wilson 95 % intervals, time and path of successful episodes;
-- ``evaluate``: all of it for a policy and an env, returning the metrics (and the recorded episodes).
+- ``episode_cases``: per world, the layout's family, shortest path, (map, start, goal) digest and
+  scenario entry, read at each round's start;
+- ``evaluate``: all of it for a policy and an env, returning the metrics (``navexp.nav_metrics.summarize``:
+  rates, Wilson intervals over distinct cases, SPL, BARN score, per family and per scenario entry) and
+  the recorded episodes.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +23,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from navexp.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
+from navexp.models import reset_hidden
+from navexp.nav_metrics import EpisodeTable, summarize
 
 if TYPE_CHECKING:
     from navexp.env import NavEnv
@@ -28,13 +32,6 @@ if TYPE_CHECKING:
 
 Policy = Callable[[Any], torch.Tensor]
 """Observations (rsl_rl's TensorDict) -> actions [N, A]."""
-
-RATES = {
-    "success_rate": SUCCESS,
-    "collision_rate": COLLISION,
-    "timeout_rate": TIME_OUT,
-    "out_of_bounds_rate": OUT_OF_BOUNDS,
-}
 
 
 def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
@@ -70,7 +67,9 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
 
 
 def eval_env_cfg(cfg: DictConfig) -> DictConfig:
-    """The training config with evaluation settings: held-out layouts, auto_reset off, eval world count."""
+    """The training config with evaluation settings: held-out layouts, auto_reset off, eval world count,
+    and the free-path check on unless the config turns it off (it records each layout's shortest path,
+    which SPL and the BARN score need)."""
     cfg = cfg.copy()
     n_ep = int(cfg.eval.num_episodes)
     if n_ep < 1:
@@ -82,11 +81,14 @@ def eval_env_cfg(cfg: DictConfig) -> DictConfig:
         cfg.env.layout_seed_offset = int(cfg.eval.layout_seed_offset)
         if "maps" in cfg.env:  # hashed layout ids: the evaluation seed range, never a training one
             cfg.env.maps.split = "eval"
+            if cfg.env.maps.get("check_path") is None:
+                cfg.env.maps.check_path = True
     return cfg
 
 
 def build_actor(ckpt: dict, cfg: DictConfig, env: NavEnv) -> torch.nn.Module:
-    """rsl_rl's own actor MLPModel with the checkpoint's weights and normalizer, on the env's device."""
+    """rsl_rl's actor of the config's ``ppo.model`` with the checkpoint's weights and normalizer, on the
+    env's device (a recurrent one with no state yet: ``run_episodes`` resets it per round)."""
     from rsl_rl.utils import resolve_class
 
     from navexp.rl_cfg import build_train_cfg
@@ -112,10 +114,11 @@ class EvalRun:
     @classmethod
     def build(cls, ckpt: dict, cfg: DictConfig) -> EvalRun:
         """Build the evaluation env of ``cfg``; a checkpoint with another observation layout fails here."""
-        from navexp.checkpoint import check_compatible, check_robot
+        from navexp.checkpoint import check_compatible, check_model, check_robot
         from navexp.env import NavEnv
 
         check_robot(ckpt, str(cfg.env.robot.name))  # before any simulator is built
+        check_model(ckpt, str(cfg.ppo.model))
         env = NavEnv(eval_env_cfg(cfg))
         om = env.obs_manager
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
@@ -129,68 +132,94 @@ def run_episodes(
     total: int,
     on_round: Callable[[NavEnv], None] | None = None,
     on_step: Callable[[NavEnv, torch.Tensor], None] | None = None,
-) -> tuple[list[int], list[float], list[float]]:
+) -> EpisodeTable:
     """Roll ``policy`` out for ``total`` episodes on an ``auto_reset=False`` env.
 
     Every world runs one episode per round and is held when it ends; the last round only counts its
-    first ``remaining`` worlds, so each episode is counted exactly once. ``on_round(env)`` runs after
+    first ``remaining`` worlds, so each episode is counted exactly once. A recurrent policy (rsl_rl's
+    ``RNNModel``) starts each round from the zero state and has the state of a world zeroed on the
+    step its episode ends (``navexp.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
-    episode was running before the step). Returns the end reason, duration (s) and path length (m) of
-    each episode.
+    episode was running before the step). Returns one row per episode: end reason, duration (s), path
+    length (m) and its case (``episode_cases``).
     """
-    reasons, times, paths = [], [], []
+    parts: list[EpisodeTable] = []
+    done = 0
     first_round = True
-    while len(reasons) < total:
+    while done < total:
         obs = env.get_observations() if first_round else env.reset()
         first_round = False
+        reset_hidden(policy)  # a new round: every world starts an episode from the zero state
         if on_round is not None:
             on_round(env)
+        cases = episode_cases(env)
         n = env.num_envs
         path = torch.zeros(n, device=env.device)
         steps = torch.zeros(n, dtype=torch.long, device=env.device)
         for _ in range(env.max_episode_length + 1):
             active = ~env.held
             prev = env.state.pos_xy.clone()
-            obs, _, _, _ = env.step(policy(obs))
+            obs, _, dones, _ = env.step(policy(obs))
+            reset_hidden(policy, dones)  # an ended world's next episode must not see this one's memory
             path += (env.state.pos_xy - prev).norm(dim=-1) * active
             steps += active.long()
             if on_step is not None:
                 on_step(env, active)
             if bool(env.held.all()):
                 break
-        take = min(n, total - len(reasons))
-        reasons += env.state.reason[:take].tolist()
-        times += (steps[:take].float() * env.control_dt).tolist()
-        paths += path[:take].tolist()
-    return reasons, times, paths
+        take = min(n, total - done)
+        parts.append(
+            EpisodeTable(
+                reason=env.state.reason[:take].cpu().numpy(),
+                time_s=steps[:take].double().cpu().numpy() * env.control_dt,
+                path_m=path[:take].double().cpu().numpy(),
+                **{k: v[:take] for k, v in cases.items()},
+            )
+        )
+        done += take
+    return EpisodeTable.concat(parts)
 
 
-def wilson_interval(k: int, n: int, z: float = 1.96) -> list[float]:
-    """95 % Wilson score interval for k successes in n trials."""
-    if n == 0:
-        return [0.0, 1.0]
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+CASE_FIELDS = (
+    "cyl_xy",
+    "cyl_r",
+    "cyl_active",
+    "box_xy",
+    "box_half",
+    "box_yaw",
+    "box_active",
+    "robot_xy",
+    "robot_yaw",
+    "goal_xy",
+    "wall_xy",
+    "wall_half",
+    "wall_yaw",
+    "wall_active",
+)
+"""Layout fields that make a case (map, start, goal); family, seed and shortest path follow from them."""
 
 
-def summarize(reasons: list[int], times: list[float], paths: list[float]) -> dict:
-    """Rates (summing to 1), Wilson 95 % intervals, and time/path statistics of successful episodes."""
-    n = len(reasons)
-    out: dict = {"num_episodes": n}
-    counts = {name: sum(r == code for r in reasons) for name, code in RATES.items()}
-    unknown = n - sum(counts.values())
-    if unknown:
-        raise RuntimeError(f"{unknown} evaluation episodes ended without a reason; evaluation is broken")
-    for name, k in counts.items():
-        out[name] = k / n
-    out["ci95"] = {name: wilson_interval(k, n) for name, k in counts.items()}
-    ok = [i for i, r in enumerate(reasons) if r == SUCCESS]
-    out["mean_time_to_goal_s"] = sum(times[i] for i in ok) / len(ok) if ok else None
-    out["mean_path_length_m"] = sum(paths[i] for i in ok) / len(ok) if ok else None
-    return out
+def episode_cases(env: NavEnv) -> dict[str, np.ndarray]:
+    """Per world [N], for the episode it starts now: ``family``, ``shortest_m``, ``case`` (a digest of
+    its (map, start, goal)) and ``scenario`` (the scenario-file entry it plays, else -1)."""
+    lay = env.layout
+    fields = [getattr(lay, k).cpu().numpy() for k in CASE_FIELDS]
+    case = np.array(
+        [
+            hashlib.blake2b(b"".join(f[w].tobytes() for f in fields), digest_size=12).hexdigest()
+            for w in range(env.num_envs)
+        ]
+    )
+    scenario = np.full(env.num_envs, -1, dtype=np.int64)
+    if env.scenarios is not None:  # world w's k-th episode (episode_count k + 1) plays (w + k N) mod len
+        k = env.episode_count.cpu().numpy() - 1
+        scenario = (np.arange(env.num_envs) + k * env.num_envs) % env.scenarios.num_worlds
+    return {
+        "family": lay.family.cpu().numpy(),
+        "shortest_m": lay.shortest_path_m.double().cpu().numpy(),
+        "case": case,
+        "scenario": scenario,
+    }
 
 
 @dataclass
@@ -233,10 +262,17 @@ class TrajectoryRecorder:
 
 
 def evaluate(policy: Policy, env: NavEnv, total: int, record: bool = False) -> tuple[dict, list[Episode]]:
-    """Run ``total`` held-out episodes; return the metrics (``summarize``) and, with ``record``, the
-    recorded episodes (else an empty list)."""
+    """Run ``total`` held-out episodes; return the metrics (``navexp.nav_metrics.summarize``) and, with
+    ``record``, the recorded episodes (else an empty list)."""
+    from navexp.api import resolve_scenario_path
+    from navexp.maps import FAMILIES
+    from navexp.maps.scenario_files import scenario_entry_names
+
     recorder = TrajectoryRecorder() if record else None
     hooks = {"on_round": recorder.on_round, "on_step": recorder.on_step} if recorder else {}
-    reasons, times, paths = run_episodes(policy, env, total, **hooks)
-    episodes = recorder.episodes(reasons) if recorder else []
-    return summarize(reasons, times, paths), episodes
+    table = run_episodes(policy, env, total, **hooks)
+    episodes = recorder.episodes(table.reason.tolist()) if recorder else []
+    names = None
+    if env.scenarios is not None:
+        names = scenario_entry_names(resolve_scenario_path(str(env.env_cfg.scenarios)))
+    return summarize(table, env.max_lin_vel_mps, FAMILIES, names), episodes

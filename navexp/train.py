@@ -99,8 +99,8 @@ def _run(
     cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext
 ) -> float | list[float]:
     from navexp import distributed
-    from navexp.checkpoint import check_resume, load_checkpoint, write_atomic
-    from navexp.curriculum import CurriculumHook
+    from navexp.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
+    from navexp.curriculum import CurriculumHook, make_curriculum, restore_curriculum
     from navexp.env import NavEnv
     from navexp.evaluate import evaluation_record
     from navexp.presets import applied_preset
@@ -118,7 +118,8 @@ def _run(
     size = str(cfg.size)  # the preset group Hydra composed (the app resolved size=auto before that)
     applied = applied_preset(size, overrides)
     validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names
-    curriculum = _make_curriculum(cfg)  # a bad curriculum config fails here, before anything is written
+    # A bad curriculum config fails here, before anything is written.
+    curriculum = make_curriculum(cfg, NavEnv.OUTCOME_WINDOW)
     if ctx.is_main:
         print(
             f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
@@ -127,6 +128,7 @@ def _run(
     ckpt, wandb_id = None, None
     if cfg.resume:
         ckpt = load_checkpoint(cfg.resume)  # a missing/truncated/foreign file fails here, nothing touched
+        check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
         run_dir = Path(ckpt["_path"]).parent
         info = run_dir / "run_info.json"
         wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
@@ -140,7 +142,7 @@ def _run(
             )
         run_dir = Path(chosen_dir)
     if curriculum is not None or ckpt is not None:
-        _restore_curriculum(curriculum, ckpt, quiet or not ctx.is_main)
+        restore_curriculum(curriculum, ckpt, quiet or not ctx.is_main)
     if ctx.is_main:
         claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
     rank_seed = int(cfg.seed) + ctx.rank  # ranks draw their own layouts and noise
@@ -167,6 +169,7 @@ def _run(
         "group_widths": om.group_widths,
         "history_length": om.history_length,
         "obs_groups": train_cfg["obs_groups"],
+        "model": {"kind": str(cfg.ppo.model), "recurrent": str(cfg.ppo.model) == "rnn"},
         "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
@@ -241,7 +244,7 @@ def _run(
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
         metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
-        metrics.update(evaluation_record(cfg, runner.last_checkpoint, list(overrides or [])))
+        metrics.update(evaluation_record(cfg, runner.last_checkpoint, overrides, cfg.eval.get("suite")))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
             f"success {metrics['success_rate']:.1%}, collision {metrics['collision_rate']:.1%}, "
@@ -253,39 +256,6 @@ def _run(
     if hasattr(writer, "finish"):
         writer.finish()
     return objective(cfg, metrics)
-
-
-def _make_curriculum(cfg: DictConfig):
-    """The success curriculum of ``cfg`` (validated), or None for ``curriculum=none``."""
-    from navexp.curriculum import SuccessCurriculum, enabled
-    from navexp.env import NavEnv
-
-    return SuccessCurriculum(cfg, NavEnv.OUTCOME_WINDOW) if enabled(cfg) else None
-
-
-def _restore_curriculum(curriculum, ckpt: dict | None, quiet: bool) -> None:
-    """Continue at the checkpoint's curriculum level, or say why the run starts elsewhere."""
-    from navexp.curriculum import checkpoint_state
-
-    saved = checkpoint_state(ckpt)
-    if curriculum is None:
-        if saved and not quiet:
-            print(
-                f"[navexp] the checkpoint was trained with a curriculum (level {saved['level']}); "
-                f"curriculum=none: training continues on the env's own layouts "
-                f"(resume with curriculum=success to continue it)"
-            )
-        return
-    if saved:
-        curriculum.load_state_dict(saved)
-    elif ckpt is not None and not quiet:
-        print("[navexp] the checkpoint holds no curriculum state; the curriculum starts at start_level")
-    if not quiet:
-        level = curriculum.state.level
-        print(
-            f"[navexp] curriculum: level {level} of {curriculum.levels}"
-            f"{' (resumed)' if saved else ''}: {curriculum.describe(level)}"
-        )
 
 
 def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:
@@ -326,17 +296,21 @@ def _policy_digest(runner: NavRunner) -> str:
 
 
 def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, dict, dict]:
-    """The final evaluation, recorded: metrics, trajectory figures (also saved under plots/) and the
-    GIF of the first ``eval.video_episodes`` episodes (plots/eval.gif), as {tag: path}."""
+    """The final evaluation (``eval.suite``), recorded: metrics, trajectory figures of the main entry
+    (also saved under plots/) and the GIF of its first ``eval.video_episodes`` episodes (plots/eval.gif),
+    as {tag: path}."""
     from navexp.env import NavEnv
     from navexp.play import scene_info, write_plots
     from navexp.plots import grid_figure
-    from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.rollout import eval_env_cfg
+    from navexp.suites import evaluate_suite
     from navexp.video import write_video
 
-    env = NavEnv(eval_env_cfg(cfg))
     shown_n, video_n = int(cfg.eval.plot_episodes), int(cfg.eval.video_episodes)
-    metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=max(shown_n, video_n) > 0)
+    record = max(shown_n, video_n) > 0
+    metrics, env, episodes = evaluate_suite(
+        cfg, cfg.eval.get("suite"), lambda c: (policy, NavEnv(eval_env_cfg(c))), record=record
+    )
     figures, videos = {}, {}
     info = scene_info(env)
     if shown_n > 0:
@@ -361,15 +335,13 @@ def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, v
     for tag, path in videos.items():
         log_gif(writer, tag, path, it)
     from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
+    from navexp.suites import eval_scalars
 
-    scalars = {
-        f"Eval/{k}": float(v)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and v is not None and k not in RECORD_KEYS
-    }
+    scalars = eval_scalars(metrics, skip=RECORD_KEYS)  # Eval/<metric>, Eval/<entry>/[<group>/]<metric>
     for tag, value in scalars.items():
         writer.add_scalar(tag, value, it)
-    writer.add_hparams(_hparams(cfg), {f"hparam/{k[5:]}": v for k, v in scalars.items()}, run_name="hparams")
+    main = {f"hparam/{k[5:]}": v for k, v in scalars.items() if k.count("/") == 1}  # the main entry's
+    writer.add_hparams(_hparams(cfg), main, run_name="hparams")
     if hasattr(writer, "log_summary"):
         writer.log_summary(scalars)
     writer.flush()

@@ -270,7 +270,24 @@ def validate_run_cfg(cfg: Any) -> None:
         f"1 <= value <= env.num_envs * ppo.num_steps_per_env = {cfg.env.num_envs} * "
         f"{ppo.num_steps_per_env} = {batch} (each mini-batch needs at least one transition)",
     )
+    from navexp.models import check_model_cfg
+
+    lidar = cfg.obs.terms.get("lidar")
+    check_model_cfg(ppo, bool(lidar.get("enabled", True)) if lidar is not None else True)
+    if ppo.model == "rnn":
+        # rsl_rl's recurrent mini-batches are groups of whole worlds (their padded trajectories).
+        _check_ppo(
+            ppo.num_mini_batches <= int(cfg.env.num_envs),
+            "num_mini_batches",
+            ppo.num_mini_batches,
+            f"1 <= value <= env.num_envs = {cfg.env.num_envs} with ppo.model=rnn (recurrent mini-batches "
+            f"are groups of worlds)",
+        )
     _check_eval_video(cfg.eval)
+    if cfg.eval.enabled and cfg.eval.get("suite"):  # an unknown suite or a bad entry fails before training
+        from navexp.suites import check_suite
+
+        check_suite(cfg, str(cfg.eval.suite))
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)

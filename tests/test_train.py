@@ -246,7 +246,7 @@ def test_evaluate_cli_scores_a_checkpoint(tmp_path):
 
 def test_wilson_interval_hand_computed():
     """8 of 10: p = 0.8, z = 1.96 -> [0.4902, 0.9433] (Wilson score interval)."""
-    from navexp.rollout import wilson_interval
+    from navexp.nav_metrics import wilson_interval
 
     lo, hi = wilson_interval(8, 10)
     assert abs(lo - 0.4902) < 1e-4 and abs(hi - 0.9433) < 1e-4

@@ -59,6 +59,17 @@ def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
     return lay
 
 
+def scenario_entry_names(file: Path) -> list[str]:
+    """The name of each entry of a scenario file, in entry order: a scenario's ``name`` (``scenario_<i>``
+    when it has none), a map's ``pair_<i>``; a repeated name gets ``_<i>`` appended."""
+    data = yaml.safe_load(Path(file).read_text())
+    if isinstance(data, dict) and "image" in data:
+        pairs = data.get("starts_goals")
+        return [f"pair_{i}" for i in range(len(pairs) if pairs else int(data.get("num_pairs", 0)))]
+    names = [str(e.get("name") or f"scenario_{i}") for i, e in enumerate(data["scenarios"])]
+    return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
 def read_occupancy(file: Path, data: dict) -> tuple[np.ndarray, float, tuple[float, float]]:
     """Occupied cells [H, W] bool (row 0 at the lowest y), the resolution and the origin (x, y) of a
     map_server YAML's image."""
