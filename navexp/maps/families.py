@@ -27,7 +27,7 @@ FAMILIES = ("random", "corridor", "staggered", "cul_de_sac", "cluttered", "grid"
 
 @dataclass(frozen=True)
 class MapSpec:
-    """The map families' parameters (plain values; see navexp.config.MapsCfg for each)."""
+    """The map families' parameters (plain values; see navexp.env_config.MapsCfg for each)."""
 
     weights: tuple[tuple[str, float], ...] = (("random", 1.0),)
     rng: str = "stream"
