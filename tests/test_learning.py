@@ -1,4 +1,5 @@
-"""Slow learning check: PPO on the real simulator learns to reach goals in an empty room."""
+"""Slow learning checks: PPO on the real simulator learns to reach goals in an empty room, with each
+robot (the holonomic default and the differential drive's 2-D action)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from navexp.train import run
 
 
 @pytest.mark.slow
-def test_empty_room_reaches_a_high_success_rate(tmp_path):
+@pytest.mark.parametrize("robot", ["holonomic", "diffdrive"])
+def test_empty_room_reaches_a_high_success_rate(tmp_path, robot):
     """env=empty, 64 worlds, 60 iterations (~123k steps, a few minutes on 2 CPU cores):
     >= 80 % held-out success."""
     overrides = [
         "env=empty",
+        f"robot={robot}",
         "env.device=cpu",
         "env.num_envs=64",
         "ppo.num_steps_per_env=32",
@@ -24,4 +27,4 @@ def test_empty_room_reaches_a_high_success_rate(tmp_path):
         "seed=1",
     ]
     success = run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
-    assert success >= 0.8, f"held-out success {success:.2%} after 60 iterations"
+    assert success >= 0.8, f"{robot}: held-out success {success:.2%} after 60 iterations"

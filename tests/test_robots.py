@@ -143,26 +143,6 @@ def test_diffdrive_export_and_deploy_have_action_width_2(tmp_path):
     assert np.array_equal(policy.prev_action, first)  # the next frame's action_prev
 
 
-@pytest.mark.slow
-def test_diffdrive_learns_the_empty_room(tmp_path):
-    """env=empty robot=diffdrive, 64 worlds, 60 iterations (the holonomic learning check's budget,
-    ~123k steps): >= 80 % held-out success."""
-    overrides = [
-        "env=empty",
-        "robot=diffdrive",
-        "env.device=cpu",
-        "env.num_envs=64",
-        "ppo.num_steps_per_env=32",
-        "ppo.max_iterations=60",
-        "ppo.save_interval=30",
-        "eval.num_episodes=100",
-        "size=none",
-        "seed=1",
-    ]
-    success = run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
-    assert success >= 0.8, f"held-out success {success:.2%} after 60 iterations"
-
-
 def test_evaluating_with_another_robot_fails_naming_both():
     """`robot=diffdrive` on an evaluate/play command line lands at env.robot of the stored run config;
     a checkpoint trained with holonomic then fails before any simulator is built, naming both robots."""
