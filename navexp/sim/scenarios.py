@@ -85,22 +85,19 @@ def load_scenarios(
                 lay.cyl_xy[i, nc] = torch.tensor(vals[:2])
                 lay.cyl_r[i, nc], lay.cyl_active[i, nc] = vals[2], True
                 nc += 1
-            elif kind == "wall":
-                if nw >= wall_slots:
-                    raise ValueError(f"{ow}: more walls than env.obstacles.wall_slots={wall_slots}")
-                lay.wall_xy[i, nw] = torch.tensor(vals[:2])
-                lay.wall_half[i, nw] = torch.tensor(vals[2:])
-                lay.wall_yaw[i, nw] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
-                lay.wall_active[i, nw] = True
-                nw += 1
-            else:
-                if nb >= box_slots:
-                    raise ValueError(f"{ow}: more boxes than env.obstacles.box_slots={box_slots}")
-                lay.box_xy[i, nb] = torch.tensor(vals[:2])
-                lay.box_half[i, nb] = torch.tensor(vals[2:])
-                lay.box_yaw[i, nb] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
-                lay.box_active[i, nb] = True
-                nb += 1
+            else:  # a rotated rectangle: a box or a wall segment, each kind in its own slots
+                kind_slots, used = (wall_slots, nw) if kind == "wall" else (box_slots, nb)
+                if used >= kind_slots:
+                    plural = "walls" if kind == "wall" else "boxes"
+                    raise ValueError(f"{ow}: more {plural} than env.obstacles.{kind}_slots={kind_slots}")
+                getattr(lay, f"{kind}_xy")[i, used] = torch.tensor(vals[:2])
+                getattr(lay, f"{kind}_half")[i, used] = torch.tensor(vals[2:])
+                getattr(lay, f"{kind}_yaw")[i, used] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
+                getattr(lay, f"{kind}_active")[i, used] = True
+                if kind == "wall":
+                    nw += 1
+                else:
+                    nb += 1
     pts = torch.stack((lay.robot_xy, lay.goal_xy), dim=1)
     dist, _ = nearest_obstacle(pts, lay, half_x, half_y)
     bad = (dist < robot_radius_m).nonzero().tolist()
