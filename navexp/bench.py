@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import platform
 import resource
 import sys
@@ -35,6 +36,15 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import torch
+
+from navexp import compose_config, make_env
+from navexp.analysis.sync_audit import SyncAudit
+from navexp.experiment.cli import parse_command_line, run_tool
+from navexp.learn.rl_cfg import build_train_cfg
+from navexp.learn.runner import NavRunner
+from navexp.sim import make_sim, resolve_device
+from navexp.sim.layout import slot_poses
+from navexp.sim.scene import PARK_Z_M, build_model
 
 
 def _rate(fn, n_worlds: int, steps: int, sync) -> float:
@@ -52,10 +62,6 @@ class ClassicBaseline:
     """The same scene in classic MuJoCo: one MjData per world, Python loop, mj_multiRay LiDAR."""
 
     def __init__(self, env) -> None:
-        from navexp.sim import make_sim
-        from navexp.sim.layout import slot_poses
-        from navexp.sim.scene import PARK_Z_M, build_model
-
         spec = replace(env.sim.sim_spec, device="cpu")
         self.decimation = spec.decimation
         self.max_range = spec.max_range_m
@@ -126,9 +132,7 @@ def peak_device_mb(device: str) -> float | None:
 
 def count_syncs_and_ops(env, actions: torch.Tensor, steps: int = 10) -> dict:
     """Host syncs and ATen operations per NavEnv.step, counted over ``steps`` steps between fault
-    checks (navexp.sync_audit); the fault check itself adds one sync every env.check_every steps."""
-    from navexp.sync_audit import SyncAudit
-
+    checks (navexp.analysis.sync_audit); the fault check itself adds one sync every env.check_every steps."""
     env.check_faults()  # start a check period, so none falls inside the counted steps
     steps = min(steps, env.check_every - 1) or 1
     with SyncAudit() as audit:
@@ -142,8 +146,6 @@ def count_syncs_and_ops(env, actions: torch.Tensor, steps: int = 10) -> dict:
 
 
 def bench_worlds(n: int, device: str, steps: int, baseline: bool, backend: str) -> dict:
-    from navexp import compose_config, make_env
-
     t = time.perf_counter()
     env = make_env(
         compose_config([f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"])
@@ -199,8 +201,6 @@ def _walls_along_the_sides(env, w: int):
 
 
 def _slot_row(n: int, device: str, steps: int, backend: str, w: int) -> dict:
-    from navexp import compose_config, make_env
-
     over = [f"env.num_envs={n}", f"env.device={device}", f"env.sim.backend={backend}"]
     env = make_env(compose_config([*over, f"env.obstacles.wall_slots={w}"]))
     actions = torch.rand(n, 3, generator=torch.Generator().manual_seed(0)).to(env.device) * 2 - 1
@@ -233,10 +233,6 @@ def bench_slots(n: int, device: str, steps: int, backend: str, slots: list[int])
 
 def bench_ppo(n: int, steps_per_env: int, device: str, backend: str) -> dict:
     """One PPO iteration (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env."""
-    from navexp import compose_config, make_env
-    from navexp.rl_cfg import build_train_cfg
-    from navexp.runner import NavRunner
-
     cfg = compose_config(
         [
             f"env.num_envs={n}",
@@ -264,8 +260,6 @@ def bench_ppo(n: int, steps_per_env: int, device: str, backend: str) -> dict:
 
 
 def machine(device: str) -> dict:
-    import os
-
     info = {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -335,8 +329,6 @@ def format_table(result: dict) -> str:
 
 def parse_args(argv: list[str]) -> dict:
     """The bench's ``name=value`` options (defaults filled in); an unknown or empty one is an error."""
-    from navexp.cli import parse_command_line
-
     opts = {
         "device": "auto",
         "backends": "auto",
@@ -348,12 +340,10 @@ def parse_args(argv: list[str]) -> dict:
         "out": "outputs/bench.json",
     }
     usage = "python -m navexp.bench " + " ".join(f"[{k}={v}]" for k, v in opts.items())
-    return parse_command_line(argv, opts, usage, overrides=False).options
+    return parse_command_line(argv, opts, usage, overrides=False, about=__doc__).options
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from navexp.sim import resolve_device
-
     opts = parse_args(list(sys.argv[1:] if argv is None else argv))
     device = resolve_device(opts["device"])
     worlds = [int(x) for x in opts["num_envs"].split(",")]
@@ -394,5 +384,10 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def cli() -> None:
+    """Console script ``navexp-bench``: bad input ends in one line, exit status 2."""
+    run_tool(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -29,20 +29,21 @@ from pathlib import Path
 
 import torch
 
+from navexp.experiment.cli import parse_command_line, run_tool
+
 PROGRESS = re.compile(r"\[navexp\] it\s+(\d+)/\d+ \|\s+(\d+) steps/s \(collect ([\d.]+)s, learn ([\d.]+)s\)")
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     """``key=value`` options, then everything after ``--`` as training overrides."""
     opts = {"nproc": "1,2", "num_envs": "256", "iterations": "8", "repeats": "1", "device": "cpu", "out": ""}
-    from navexp.cli import parse_command_line
 
     extra: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
     usage = "python -m navexp.bench_dist " + " ".join(f"[{k}=...]" for k in opts) + " [-- training overrides]"
-    return parse_command_line(argv, opts, usage, overrides=False).options, extra
+    return parse_command_line(argv, opts, usage, overrides=False, about=__doc__).options, extra
 
 
 def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra: list[str]) -> dict:
@@ -140,5 +141,10 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def cli() -> None:
+    """Console script ``navexp-bench-dist``: bad input ends in one line, exit status 2."""
+    run_tool(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

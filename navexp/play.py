@@ -16,7 +16,13 @@ import json
 import sys
 from pathlib import Path
 
-from navexp.plots import Episode, SceneInfo, episode_figure, grid_figure, save_trajectories
+from navexp.analysis.eval_record import evaluation_record
+from navexp.analysis.plots import save_trajectories, scene_info, write_plots
+from navexp.analysis.rollout import EvalRun, evaluate
+from navexp.analysis.video import write_episode_video
+from navexp.experiment.cli import parse_command_line, run_tool
+from navexp.experiment.run_config import load_run_config
+from navexp.learn.checkpoint import load_checkpoint
 
 OPTIONS = {
     "checkpoint": None,
@@ -36,42 +42,6 @@ USAGE = (
 )
 VIDEO_CHOICES = {"false": None, "true": "gif", "gif": "gif", "mp4": "mp4"}
 """``video=`` values and the format each writes (true: the GIF, which needs no ffmpeg)."""
-
-
-def scene_info(env) -> SceneInfo:
-    from navexp.sim import beam_angles
-
-    c = env.env_cfg
-    return SceneInfo(
-        half_x=env.half_x,
-        half_y=env.half_y,
-        goal_radius_m=c.goal_radius_m,
-        robot_radius_m=c.robot.radius_m,
-        max_range_m=c.lidar.max_range_m,
-        max_speed_mps=c.robot.max_lin_vel_mps * 2**0.5,
-        beam_angles=beam_angles(c.lidar.num_beams, c.lidar.fov_deg).numpy(),
-        control_dt=env.control_dt,
-    )
-
-
-def write_plots(episodes: list[Episode], info: SceneInfo, out: Path, beam_every: int = 10) -> list[Path]:
-    """grid.png plus one figure per failed episode; returns the files written."""
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    fig = grid_figure(episodes, info)
-    fig.savefig(out / "grid.png", dpi=90)
-    plt.close(fig)
-    files.append(out / "grid.png")
-    for i, ep in enumerate(episodes):
-        if ep.reason_name != "success":
-            f = out / f"failed_{i}_{ep.reason_name}.png"
-            fig = episode_figure(ep, info, f"episode {i}: {ep.reason_name}", beam_every)
-            fig.savefig(f, dpi=90)
-            plt.close(fig)
-            files.append(f)
-    return files
 
 
 def _choice(opts: dict[str, str], key: str, choices) -> str:
@@ -105,29 +75,10 @@ def video_options(opts: dict[str, str]) -> dict | None:
     return None if fmt is None else {"format": fmt, **settings}
 
 
-def write_episode_video(episodes: list[Episode], info: SceneInfo, out: Path, video: dict) -> Path:
-    """episodes.<format> of the first ``video["episodes"]`` episodes; prints what it wrote."""
-    from navexp.video import write_video
-
-    path = out / f"episodes.{video['format']}"
-    shown = episodes[: video["episodes"]]
-    frames = write_video(shown, info, path, video["fps"], video["max_frames"], video["lidar"])
-    kind = "GIF (Pillow)" if video["format"] == "gif" else "MP4 (ffmpeg)"
-    print(
-        f"[navexp] wrote {kind} {path}: {len(shown)} episodes, {frames} frames at {video['fps']:g} fps, "
-        f"{path.stat().st_size / 1e3:.0f} kB"
-    )
-    return path
-
-
 def main(argv: list[str] | None = None) -> dict:
     """CLI: replay ``episodes`` held-out episodes of a checkpoint; write plots, metrics and trajectories."""
-    from navexp.checkpoint import load_checkpoint
-    from navexp.cli import parse_command_line
-    from navexp.evaluate import evaluation_record
-    from navexp.rollout import EvalRun, evaluate, load_run_config
-
-    args = parse_command_line(list(sys.argv[1:] if argv is None else argv), OPTIONS, USAGE, ("checkpoint",))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_command_line(argv, OPTIONS, USAGE, ("checkpoint",), about=__doc__)
     opts, overrides = args.options, args.overrides
     episodes_n = _number(opts, "episodes", int, 1)
     video = video_options(opts)
@@ -148,5 +99,10 @@ def main(argv: list[str] | None = None) -> dict:
     return metrics
 
 
+def cli() -> None:
+    """Console script ``navexp-play``: bad input ends in one line, exit status 2."""
+    run_tool(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

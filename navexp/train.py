@@ -12,22 +12,38 @@ import json
 import os
 import signal
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import hydra
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from navexp.config import register_configs
-from navexp.rundir import claim_run_dir, releases_run_dirs
-from navexp.validation import validate_env_cfg, validate_run_cfg
-
-if TYPE_CHECKING:
-    from navexp.distributed import DistContext
-    from navexp.env import NavEnv
-    from navexp.runner import NavRunner
+from navexp.analysis.eval_record import (
+    RECORD_KEYS,  # what was evaluated (layout_seed, ...) is not a result
+    evaluation_record,
+)
+from navexp.analysis.plots import grid_figure, scene_info, write_plots
+from navexp.analysis.suites import eval_scalars, evaluate_suite
+from navexp.analysis.video import log_gif, write_video
+from navexp.experiment.config import register_configs
+from navexp.experiment.presets import applied_preset, size_override_argv
+from navexp.experiment.repro import seed_everything, write_run_record
+from navexp.experiment.run_config import eval_env_cfg
+from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
+from navexp.experiment.validation import validate_run_cfg
+from navexp.learn import distributed
+from navexp.learn.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
+from navexp.learn.curriculum_hook import CurriculumHook
+from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_overrides
+from navexp.learn.rl_cfg import build_train_cfg
+from navexp.learn.runner import NavRunner
+from navexp.sim import resolve_device
+from navexp.sweep.trial import objective, pruning_callback, record_metrics
+from navexp.task.curriculum import SuccessCurriculum, make_curriculum, restore_curriculum
+from navexp.task.env import NavEnv
 
 register_configs()
 
@@ -39,7 +55,7 @@ def _logger_cfg(cfg: DictConfig, run_dir: Path, run_id: str | None) -> str | dic
     if lg.type != "wandb":
         raise ValueError(f"logger.type={lg.type!r} is invalid; allowed: tensorboard | wandb")
     return {
-        "class_name": "navexp.wandb_writer:WandbWriter",
+        "class_name": "navexp.experiment.wandb_writer:WandbWriter",
         "project": str(lg.project),
         "mode": str(lg.mode),
         "entity": lg.entity,
@@ -75,8 +91,6 @@ def run(
     Under torchrun (WORLD_SIZE > 1) this runs on every rank: each trains on its own device and worlds,
     rank 0 writes the run directory and evaluates; the other ranks return NaN.
     """
-    from navexp import distributed
-
     ctx = distributed.setup(str(cfg.env.device))  # checks the device before anything is allocated
     try:
         return _run(cfg, run_dir, list(overrides or []), quiet or not ctx.is_main, ctx)
@@ -95,76 +109,138 @@ def _with_seed(cfg: DictConfig, seed: int) -> DictConfig:
     return copy
 
 
+@dataclass
+class Start:
+    """What a run starts from, agreed by every rank before anything is built."""
+
+    run_dir: Path
+    device: str
+    size: str
+    """The size preset Hydra composed (the app resolved ``size=auto`` before that)."""
+    applied: dict
+    """The keys the preset set (those not overridden on the command line)."""
+    curriculum: SuccessCurriculum | None
+    ckpt: dict | None = None
+    """The checkpoint a resume continues (None: a new run)."""
+    wandb_id: str | None = None
+
+
+@dataclass
+class Training:
+    """A built run: the env, rsl_rl's runner and the run record (run_info.json)."""
+
+    env: NavEnv
+    runner: NavRunner
+    record: dict = field(default_factory=dict)
+
+
 def _run(
     cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext
 ) -> float | list[float]:
-    from navexp import distributed
-    from navexp.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
-    from navexp.curriculum import CurriculumHook, make_curriculum, restore_curriculum
-    from navexp.env import NavEnv
-    from navexp.evaluate import evaluation_record
-    from navexp.presets import applied_preset
-    from navexp.repro import seed_everything, write_run_record
-    from navexp.rl_cfg import build_train_cfg
-    from navexp.runner import NavRunner
-    from navexp.sim import resolve_device
-    from navexp.sweep.trial import objective, pruning_callback, record_metrics
+    start = _prepare(cfg, run_dir, overrides, quiet, ctx)
+    training = _build(cfg, start, quiet, ctx)
+    _learn(cfg, training.runner, start, ctx)
+    _check_ranks_agree(training, start, ctx)
+    if not ctx.is_main:
+        return objective(cfg, {"success_rate": float("nan")})
+    return _finish(cfg, training, start, overrides)
 
-    validate_env_cfg(cfg.env)  # env.device=cuda without CUDA fails here, before anything is built
+
+def _prepare(cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext) -> Start:
+    """Validate the config (once, here), resolve a resume, agree on the run dir across ranks, claim it."""
+    validate_run_cfg(cfg)  # env (CUDA without CUDA too), batch sizes, iterations, suite, path-forming names
     device = resolve_device(str(cfg.env.device)) if not ctx.enabled else ctx.device
     if ctx.enabled:
         with open_dict(cfg):
             cfg.env.device = device  # cuda:<LOCAL_RANK> or cpu
-    size = str(cfg.size)  # the preset group Hydra composed (the app resolved size=auto before that)
-    applied = applied_preset(size, overrides)
-    validate_run_cfg(cfg)  # batch sizes, iterations and path-forming names
+    size = str(cfg.size)
     # A bad curriculum config fails here, before anything is written.
-    curriculum = make_curriculum(cfg, NavEnv.OUTCOME_WINDOW)
+    start = Start(
+        run_dir, device, size, applied_preset(size, overrides), make_curriculum(cfg, NavEnv.OUTCOME_WINDOW)
+    )
     if ctx.is_main:
         print(
-            f"[navexp] device {device}; size preset '{size}' set {applied or 'nothing'} "
+            f"[navexp] device {device}; size preset '{size}' set {start.applied or 'nothing'} "
             f"(override any of these on the command line, or size=none to keep the composed values)"
         )
-    ckpt, wandb_id = None, None
     if cfg.resume:
-        ckpt = load_checkpoint(cfg.resume)  # a missing/truncated/foreign file fails here, nothing touched
-        check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
-        run_dir = Path(ckpt["_path"]).parent
-        info = run_dir / "run_info.json"
-        wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
-        print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {run_dir}")
+        _resolve_resume(cfg, start)
     if ctx.enabled:  # one run directory and one checkpoint for all ranks, chosen by rank 0
-        chosen_dir, chosen_ckpt = distributed.broadcast((str(run_dir), ckpt and ckpt["_path"]), ctx)
-        if (ckpt and ckpt["_path"]) != chosen_ckpt:
-            raise RuntimeError(
-                f"rank {ctx.rank} resolved resume={cfg.resume} to {ckpt and ckpt['_path']}, "
-                f"rank 0 to {chosen_ckpt}; give resume=<run>/model_<it>.pt"
-            )
-        run_dir = Path(chosen_dir)
-    if curriculum is not None or ckpt is not None:
-        restore_curriculum(curriculum, ckpt, quiet or not ctx.is_main)
-    if ctx.is_main:
-        claim_run_dir(run_dir, fresh=ckpt is None)  # one owner, checked at once; released when run() ends
+        _agree_on_run_dir(cfg, start, ctx)
+    if start.curriculum is not None or start.ckpt is not None:
+        restore_curriculum(start.curriculum, start.ckpt, quiet or not ctx.is_main)
+    if ctx.is_main:  # one owner, checked at once; released when run() ends
+        claim_run_dir(start.run_dir, fresh=start.ckpt is None)
+    return start
+
+
+def _resolve_resume(cfg: DictConfig, start: Start) -> None:
+    """Load the checkpoint to continue; a missing, truncated or foreign file fails here, nothing touched."""
+    ckpt = load_checkpoint(cfg.resume)
+    check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
+    start.ckpt, start.run_dir = ckpt, Path(ckpt["_path"]).parent
+    info = start.run_dir / "run_info.json"
+    start.wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
+    print(f"[navexp] resuming {ckpt['_path']} (iteration {ckpt['iter']}) in {start.run_dir}")
+
+
+def _agree_on_run_dir(cfg: DictConfig, start: Start, ctx: DistContext) -> None:
+    """Every rank takes rank 0's run dir; a rank that resolved another checkpoint fails."""
+    mine = start.ckpt and start.ckpt["_path"]
+    chosen_dir, chosen_ckpt = distributed.broadcast((str(start.run_dir), mine), ctx)
+    if mine != chosen_ckpt:
+        raise RuntimeError(
+            f"rank {ctx.rank} resolved resume={cfg.resume} to {mine}, rank 0 to {chosen_ckpt}; "
+            f"give resume=<run>/model_<it>.pt"
+        )
+    start.run_dir = Path(chosen_dir)
+
+
+def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Training:
+    """The env (at the curriculum's level), the runner (resumed), the run record and the callbacks."""
     rank_seed = int(cfg.seed) + ctx.rank  # ranks draw their own layouts and noise
     seed_everything(rank_seed)
     with distributed.cpu_count_limited(ctx.threads):  # the MuJoCo rollout pool takes this rank's share
-        # Under a curriculum the env is built at its level (its first layouts are the level's).
-        env_cfg = cfg if curriculum is None else curriculum.experiment_cfg_at(cfg, curriculum.state.level)
-        env = NavEnv(_with_seed(env_cfg, rank_seed))
+        cur = start.curriculum  # under a curriculum the env's first layouts are its level's
+        env_cfg = cfg if cur is None else cur.experiment_cfg_at(cfg, cur.state.level)
+        env = NavEnv(_with_seed(env_cfg, rank_seed), validated=cur is None)
     if ctx.is_main:
         print(
             f"[navexp] simulator backend: {env.backend} (env.sim.backend={cfg.env.sim.backend}; "
             f"auto = warp on CUDA, classic mujoco on the CPU)"
         )
-    om = env.obs_manager
     train_cfg = build_train_cfg(cfg)
-    if ckpt is not None:
-        check_resume(ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
-    train_cfg["logger"] = _logger_cfg(cfg, run_dir, wandb_id)
+    if start.ckpt is not None:
+        check_resume(start.ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
+    train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id)
     if ctx.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    infos = {
+        start.run_dir.mkdir(parents=True, exist_ok=True)
+        (start.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    record = _run_record(cfg, start, env, ctx)
+    if ctx.is_main:
+        write_run_record(start.run_dir, **record)
+    runner = NavRunner(
+        env, train_cfg, str(start.run_dir), start.device, _infos(cfg, env, train_cfg), quiet=quiet
+    )
+    if start.ckpt is not None:
+        runner.load_for_resume(start.ckpt)
+    if ctx.enabled:
+        record["ranks"] = distributed.gather(_rank_record(ctx, env, runner, rank_seed), ctx)
+        if ctx.is_main:
+            write_run_record(start.run_dir, **record)
+    prune = pruning_callback(cfg)
+    if prune is not None:
+        runner.iteration_callbacks.append(prune)
+    if start.curriculum is not None:  # before the stop check: an interrupt saves the iteration's state
+        hook = CurriculumHook(start.curriculum, env, runner, ctx if ctx.enabled else None, quiet=quiet)
+        runner.iteration_callbacks.append(hook)
+    return Training(env, runner, record)
+
+
+def _infos(cfg: DictConfig, env: NavEnv, train_cfg: dict) -> dict:
+    """What every checkpoint carries besides the weights (resume, evaluate and export read it)."""
+    om = env.obs_manager
+    return {
         "obs_layout": om.layout(),
         "group_widths": om.group_widths,
         "history_length": om.history_length,
@@ -173,34 +249,26 @@ def _run(
         "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    record = {
+
+
+def _run_record(cfg: DictConfig, start: Start, env: NavEnv, ctx: DistContext) -> dict:
+    """The run's entries of run_info.json (``write_run_record`` adds the command line, versions, git)."""
+    return {
         "seed": int(cfg.seed),
-        "device": device,
+        "device": start.device,
         "sim_backend": env.backend,
-        "size_preset": size,
-        "size_applied": applied,
-        "wandb_run_id": wandb_id,
-        "resumed_from": ckpt["_path"] if ckpt is not None else None,
+        "size_preset": start.size,
+        "size_applied": start.applied,
+        "wandb_run_id": start.wandb_id,
+        "resumed_from": start.ckpt["_path"] if start.ckpt is not None else None,
         "world_size": ctx.world_size,
         "dist_backend": ctx.backend,
         "num_envs_total": env.num_envs * ctx.world_size,
     }
-    if ctx.is_main:
-        write_run_record(run_dir, **record)
-    runner = NavRunner(env, train_cfg, str(run_dir), device, infos, quiet=quiet)
-    if ckpt is not None:
-        runner.load_for_resume(ckpt)
-    if ctx.enabled:
-        record["ranks"] = distributed.gather(_rank_record(ctx, env, runner, rank_seed), ctx)
-        if ctx.is_main:
-            write_run_record(run_dir, **record)
-    prune = pruning_callback(cfg)
-    if prune is not None:
-        runner.iteration_callbacks.append(prune)
-    if curriculum is not None:  # before the stop check: an interrupt saves the iteration's state
-        runner.iteration_callbacks.append(
-            CurriculumHook(curriculum, env, runner, ctx if ctx.enabled else None, quiet=quiet)
-        )
+
+
+def _learn(cfg: DictConfig, runner: NavRunner, start: Start, ctx: DistContext) -> None:
+    """The remaining PPO iterations; Ctrl-C or SIGTERM saves the last finished iteration (rank 0)."""
     remaining = int(cfg.ppo.max_iterations) - runner.current_learning_iteration
     stop = distributed.StopRequest(ctx)  # under torchrun: all ranks stop together after an iteration
     if ctx.enabled:
@@ -209,41 +277,48 @@ def _run(
     try:
         with stop if ctx.enabled else contextlib.nullcontext():
             if remaining > 0:
-                runner.learn(
-                    remaining, init_at_random_ep_len=bool(cfg.ppo.init_at_random_ep_len) and ckpt is None
-                )
+                random_len = bool(cfg.ppo.init_at_random_ep_len) and start.ckpt is None
+                runner.learn(remaining, init_at_random_ep_len=random_len)
     except KeyboardInterrupt:
         if ctx.is_main:
             path = runner.checkpoint_path()
             runner.save(path)
-            print(f"[navexp] interrupted: saved {path}; continue with resume={run_dir}", flush=True)
+            print(f"[navexp] interrupted: saved {path}; continue with resume={start.run_dir}", flush=True)
         else:
             print(f"[navexp] rank {ctx.rank}: stopped with rank 0", flush=True)
         raise
     finally:
         signal.signal(signal.SIGTERM, old)
-    if ctx.enabled:
-        digests = distributed.gather(_policy_digest(runner), ctx)
-        record["policy_digest_per_rank"] = digests  # equal: the ranks trained one policy
-        if len(set(digests)) != 1:
-            raise RuntimeError(
-                f"ranks hold different policies after training ({digests}); gradients were not all-reduced"
-            )
-    if ctx.enabled and curriculum is not None:
-        states = distributed.gather(curriculum.state_dict(), ctx)
-        record["curriculum_per_rank"] = states  # equal: rank 0's decisions are broadcast
+
+
+def _check_ranks_agree(training: Training, start: Start, ctx: DistContext) -> None:
+    """Under torchrun: every rank ends with one policy and one curriculum state (recorded per rank)."""
+    if not ctx.enabled:
+        return
+    digests = distributed.gather(_policy_digest(training.runner), ctx)
+    training.record["policy_digest_per_rank"] = digests  # equal: the ranks trained one policy
+    if len(set(digests)) != 1:
+        raise RuntimeError(
+            f"ranks hold different policies after training ({digests}); gradients were not all-reduced"
+        )
+    if start.curriculum is not None:
+        states = distributed.gather(start.curriculum.state_dict(), ctx)
+        training.record["curriculum_per_rank"] = states  # equal: rank 0's decisions are broadcast
         if any(st != states[0] for st in states):
             raise RuntimeError(f"ranks ended at different curriculum states ({states})")
-    if not ctx.is_main:
-        return objective(cfg, {"success_rate": float("nan")})
+
+
+def _finish(cfg: DictConfig, training: Training, start: Start, overrides: list[str]) -> float | list[float]:
+    """Rank 0: the final run record, the held-out evaluation (eval.json, logs, the trial's metrics)."""
+    runner, record, run_dir = training.runner, training.record, start.run_dir
     writer = runner.logger.writer
-    record["wandb_run_id"] = getattr(writer, "run_id", None) or wandb_id
-    if curriculum is not None:
-        record["curriculum"] = curriculum.state_dict()
+    record["wandb_run_id"] = getattr(writer, "run_id", None) or start.wandb_id
+    if start.curriculum is not None:
+        record["curriculum"] = start.curriculum.state_dict()
     write_run_record(run_dir, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
-        metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(device), cfg, run_dir)
+        metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(start.device), cfg, run_dir)
         metrics.update(evaluation_record(cfg, runner.last_checkpoint, overrides, cfg.eval.get("suite")))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
@@ -260,10 +335,6 @@ def _run(
 
 def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:
     """What one rank runs with (printed by the rank, gathered into run_info.json by rank 0)."""
-    import torch
-
-    from navexp.distributed import tensor_digest
-
     torch_threads = torch.get_num_threads()
     sim_threads = getattr(getattr(env.sim, "_rollout", None), "nthread", None)  # classic MuJoCo's pool
     rec = {
@@ -289,8 +360,6 @@ def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) ->
 
 def _policy_digest(runner: NavRunner) -> str:
     """Digest of the actor and critic (weights and normalizer statistics) of this rank."""
-    from navexp.distributed import tensor_digest
-
     saved = runner.alg.save()
     return tensor_digest([*saved["actor_state_dict"].values(), *saved["critic_state_dict"].values()])
 
@@ -299,13 +368,6 @@ def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, di
     """The final evaluation (``eval.suite``), recorded: metrics, trajectory figures of the main entry
     (also saved under plots/) and the GIF of its first ``eval.video_episodes`` episodes (plots/eval.gif),
     as {tag: path}."""
-    from navexp.env import NavEnv
-    from navexp.play import scene_info, write_plots
-    from navexp.plots import grid_figure
-    from navexp.rollout import eval_env_cfg
-    from navexp.suites import evaluate_suite
-    from navexp.video import write_video
-
     shown_n, video_n = int(cfg.eval.plot_episodes), int(cfg.eval.video_episodes)
     record = max(shown_n, video_n) > 0
     metrics, env, episodes = evaluate_suite(
@@ -328,15 +390,10 @@ def _evaluate_and_plot(policy, cfg: DictConfig, run_dir: Path) -> tuple[dict, di
 def _log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, videos: dict) -> None:
     if writer is None:
         return
-    from navexp.video import log_gif
-
     for tag, fig in figures.items():
         writer.add_figure(tag, fig, it)  # closes the figure
     for tag, path in videos.items():
         log_gif(writer, tag, path, it)
-    from navexp.evaluate import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
-    from navexp.suites import eval_scalars
-
     scalars = eval_scalars(metrics, skip=RECORD_KEYS)  # Eval/<metric>, Eval/<entry>/[<group>/]<metric>
     for tag, value in scalars.items():
         writer.add_scalar(tag, value, it)
@@ -362,9 +419,6 @@ def app_argv(argv: list[str]) -> list[str]:
     """The command line Hydra composes from: ``size=auto`` (the default) resolved to ``size=gpu|cpu``
     first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
     under torchrun only rank 0 gets a Hydra run directory."""
-    from navexp.distributed import worker_hydra_overrides
-    from navexp.presets import size_override_argv
-
     try:
         argv = size_override_argv(argv)
     except ValueError as e:
@@ -372,6 +426,12 @@ def app_argv(argv: list[str]) -> list[str]:
     return worker_hydra_overrides(argv)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m navexp.train`` and the console script ``navexp-train`` (Hydra's options and shell
+    completion included: ``navexp-train --help``, ``navexp-train -sc install=bash``)."""
     sys.argv = app_argv(sys.argv)
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from navexp.cli import override_keys, parse_command_line
+from navexp.experiment.cli import override_keys, parse_command_line
 
 PLAY = {"checkpoint": None, "episodes": "16", "out": None}
 
@@ -69,7 +69,7 @@ def test_cli_entry_points_use_the_parser():
 
 
 def _target(choice: str) -> str:
-    from navexp.config import _sweeper_target
+    from navexp.experiment.config import _sweeper_target
 
     return _sweeper_target(
         _root_=OmegaConf.create({"hydra": {"runtime": {"choices": {"hydra/sweeper": choice}}}})
@@ -108,8 +108,9 @@ def test_evaluate_records_every_episode_once_with_its_trajectory():
     import torch
 
     from navexp import compose_config
-    from navexp.env import NavEnv
-    from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.analysis.rollout import evaluate
+    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.task.env import NavEnv
 
     cfg = compose_config(
         ["env=empty", "env.device=cpu", "env.num_envs=2", "env.episode_length_s=1.0", "eval.num_episodes=5"]
@@ -130,7 +131,7 @@ def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
     those keys read their defaults (None, 0.0, holonomic), the run's own values stay (12 worlds,
     noise 0.03 m), and an override still wins."""
     from navexp import compose_config
-    from navexp.rollout import load_run_config
+    from navexp.experiment.run_config import load_run_config
 
     stored = OmegaConf.to_container(
         compose_config(["env.num_envs=12", "env.lidar.range_noise_std_m=0.03"]), resolve=False

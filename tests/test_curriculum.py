@@ -14,9 +14,9 @@ from hydra.errors import ConfigCompositionException
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
-from navexp.api import CONFIG_DIR
-from navexp.curriculum import SuccessCurriculum, enabled
-from navexp.env import NavEnv
+from navexp.paths import CONFIG_DIR
+from navexp.task.curriculum import SuccessCurriculum, enabled
+from navexp.task.env import NavEnv
 from navexp.train import run
 
 NAN = float("nan")

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import TINY_TRAIN
 
-from navexp.distributed import rank_device, tensor_digest, worker_hydra_overrides
+from navexp.learn.distributed import rank_device, tensor_digest, worker_hydra_overrides
 
 ROOT = Path(__file__).parents[1]
 TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
@@ -169,13 +169,13 @@ def test_device_mismatch_fails_before_anything_is_built():
 def test_device_error_from_the_app_under_torchrun(tmp_path, monkeypatch):
     """run() under torchrun variables rejects env.device=cuda:1 on LOCAL_RANK 0 before building an env."""
     from navexp import compose_config
-    from navexp.env import NavEnv
+    from navexp.task.env import NavEnv
     from navexp.train import run
 
     for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(k, v)
     built = []
-    monkeypatch.setattr(NavEnv, "__init__", lambda self, cfg: built.append(cfg))
+    monkeypatch.setattr(NavEnv, "__init__", lambda self, cfg, **kw: built.append(cfg))
     cfg = compose_config([*TINY, "env.device=cuda:1"])
     with pytest.raises(ValueError, match=r"env.device='cuda:1' does not match this process \(LOCAL_RANK=0"):
         run(cfg, tmp_path / "run", TINY)

@@ -212,7 +212,7 @@ def test_layout_pool_hands_out_fresh_layouts_deterministically():
     """A pool of 16 layouts with a reserve of 8: masks of 3, 2, 4 and 1 worlds get the next 10
     layouts in world order, none twice; the same seed replays them; low() turns true once fewer than
     8 are left (16 - 10 = 6) and refill() brings 16 new ones."""
-    from navexp.layout_sampling import LayoutPool
+    from navexp.task.maps.pool import LayoutPool
 
     env = build_env("env.num_envs=2")
     spec = env.layout_spec

@@ -62,7 +62,7 @@ def test_second_training_on_a_locked_run_dir_fails_naming_the_owner(tmp_path):
     """A run dir held by a live process: a training there fails at once with that pid; nothing written."""
     run_dir = tmp_path / "busy"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from navexp.rundir import RunDirLock; "
+        [sys.executable, "-c", "import sys; from navexp.experiment.rundir import RunDirLock; "
          "RunDirLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()", str(run_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -71,7 +71,7 @@ def test_second_training_on_a_locked_run_dir_fails_naming_the_owner(tmp_path):
         assert holder.stdout.readline().strip() == "held"
         before = snapshot(run_dir)
         assert list(before) == [".navexp.lock"]
-        from navexp.rundir import RunDirBusyError
+        from navexp.experiment.rundir import RunDirBusyError
 
         with pytest.raises(RunDirBusyError, match=rf"in use by another training \(pid {holder.pid} on host"):
             run(compose_config(TINY), run_dir, TINY, quiet=True)
@@ -83,7 +83,7 @@ def test_second_training_on_a_locked_run_dir_fails_naming_the_owner(tmp_path):
 
 def test_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path):
     """A lock naming a pid that has exited on this host is replaced by ours, with a warning naming it."""
-    from navexp.rundir import LOCK_NAME, RunDirLock
+    from navexp.experiment.rundir import LOCK_NAME, RunDirLock
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is free now
@@ -98,7 +98,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path):
 
 def test_lock_from_another_host_is_not_taken_over(tmp_path):
     """A lock written on another host cannot be checked from here: refused, naming host and file."""
-    from navexp.rundir import LOCK_NAME, RunDirBusyError, RunDirLock
+    from navexp.experiment.rundir import LOCK_NAME, RunDirBusyError, RunDirLock
 
     lock_file = tmp_path / LOCK_NAME
     lock_file.write_text(json.dumps({"pid": 1, "host": "other-box", "started": "x"}))
@@ -134,7 +134,7 @@ def test_default_run_dirs_differ_within_one_second():
     """The default run dir ends in date_time_microseconds, so two launches in one second differ."""
     from hydra import compose, initialize_config_dir
 
-    from navexp.config import register_configs
+    from navexp.experiment.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -195,7 +195,7 @@ def test_checkpoint_that_runs_code_is_refused_without_running(tmp_path):
 
 def test_navexp_checkpoints_need_no_allowlisted_globals(trained):
     """What navexp writes is tensors and plain containers: nothing beyond torch's weights-only set."""
-    from navexp.checkpoint import SAFE_GLOBALS, load_checkpoint
+    from navexp.learn.checkpoint import SAFE_GLOBALS, load_checkpoint
 
     path = trained / "model_0.pt"
     assert torch.serialization.get_unsafe_globals_in_checkpoint(str(path)) == [] and SAFE_GLOBALS == []
@@ -279,8 +279,8 @@ def test_sweep_report_lands_next_to_its_study(tmp_path):
     """A study in <dir>/s.db (storage URL or file): its report directory is <dir>/<study_name>/."""
     import optuna
 
+    from navexp.sweep.report import _resolve
     from navexp.sweep.sweeper import study_paths
-    from navexp.sweep_report import _resolve
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     optuna.create_study(study_name="demo", storage=url)
@@ -295,7 +295,7 @@ def test_std_error_from_rsl_rl_names_iteration_and_last_good_checkpoint(tmp_path
     """torch's "normal expects all elements of std >= 0.0" in iteration 1: stops naming it and model_0."""
     from rsl_rl.algorithms import PPO
 
-    from navexp.runner import NonFiniteLossError
+    from navexp.learn.runner import NonFiniteLossError
 
     act, calls = PPO.act, {"n": 0}
 
@@ -338,7 +338,8 @@ def test_impossible_ppo_sizes_fail_before_training(tmp_path, override, message):
 # -- 10. evaluation output checked first, metrics printed before written; disk full ---------------
 def test_unwritable_evaluation_output_fails_before_any_episode(trained, tmp_path, monkeypatch):
     """out= under a regular file: OSError naming it, and not one episode was run."""
-    from navexp import evaluate, rollout
+    from navexp import evaluate
+    from navexp.analysis import rollout
 
     ran = []
     monkeypatch.setattr(rollout, "run_episodes", lambda *a, **k: ran.append(1))
@@ -352,12 +353,12 @@ def test_unwritable_evaluation_output_fails_before_any_episode(trained, tmp_path
 
 def test_evaluation_prints_its_metrics_before_a_failing_write(trained, tmp_path, monkeypatch, capsys):
     """The disk fills between the check and the write: the metrics are on stdout already."""
-    from navexp import checkpoint, evaluate
+    from navexp import evaluate
 
     def full(path, data):
         raise OSError(errno.ENOSPC, f"could not write {path} (ENOSPC: No space left on device)")
 
-    monkeypatch.setattr(checkpoint, "write_atomic", full)
+    monkeypatch.setattr(evaluate, "write_atomic", full)  # the write of eval.json
     with pytest.raises(OSError, match="ENOSPC"):
         evaluate.main([f"checkpoint={trained}", f"out={tmp_path / 'e.json'}"])
     out = capsys.readouterr().out
@@ -389,7 +390,7 @@ def small_disk(tmp_path):
 
 def test_disk_full_save_names_enospc_and_keeps_the_previous_checkpoint(small_disk):
     """A 1 MiB save onto a 256 KiB disk: OSError ENOSPC naming the file; no .tmp; old file intact."""
-    from navexp.checkpoint import save_atomic
+    from navexp.learn.checkpoint import save_atomic
 
     path = small_disk / "model_1.pt"
     save_atomic({"w": torch.zeros(1000)}, path)  # 4 kB of weights: fits

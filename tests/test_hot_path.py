@@ -1,7 +1,7 @@
 """The step path never waits for the device: host syncs counted on Warp's CPU device, masked resets.
 
 On a GPU a host sync stalls Python until the device catches up; on the CPU nothing stalls, so the
-syncs are counted from the calls themselves (navexp.sync_audit: every ATen op through a
+syncs are counted from the calls themselves (navexp.analysis.sync_audit: every ATen op through a
 TorchDispatchMode, plus Tensor.cpu/numpy/tolist).
 """
 
@@ -14,9 +14,9 @@ from conftest import build_env
 from test_env_dynamics import FORWARD, TWO_WORLDS
 
 from navexp import compose_config, make_env
-from navexp.rl_cfg import build_train_cfg
-from navexp.runner import NavRunner
-from navexp.sync_audit import SyncAudit
+from navexp.analysis.sync_audit import SyncAudit
+from navexp.learn.rl_cfg import build_train_cfg
+from navexp.learn.runner import NavRunner
 
 WARP_SHORT = ["env.sim.backend=warp", "env.num_envs=16", "env.episode_length_s=1.0"]
 """16 worlds with 10-step episodes: every world resets several times in 50 steps."""

@@ -10,9 +10,9 @@ from conftest import build_env
 from scipy import stats
 
 from navexp import compose_config
+from navexp.analysis.sync_audit import SyncAudit
+from navexp.experiment.validation import validate_env_cfg
 from navexp.sim.lidar import OFF, LidarRealism, RealismSpec, beam_spacing_deg, clamp_ranges
-from navexp.sync_audit import SyncAudit
-from navexp.validation import validate_env_cfg
 
 MAX_R = 6.0
 
@@ -232,9 +232,9 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     from conftest import TINY_TRAIN
 
     from navexp import evaluate
-    from navexp.checkpoint import load_checkpoint
-    from navexp.export import metadata
-    from navexp.rollout import load_run_config
+    from navexp.deploy.export import metadata
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import load_checkpoint
     from navexp.train import run
 
     overrides = [

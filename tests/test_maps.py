@@ -17,15 +17,15 @@ from conftest import build_env
 from scipy import stats
 
 from navexp import compose_config
-from navexp.layout_sampling import LayoutSpec
-from navexp.maps import FAMILIES, MapSpec, generate_layouts
-from navexp.maps.grid_path import shortest_paths
-from navexp.maps.pool import LayoutPool
-from navexp.maps.random_source import SPLIT_BITS, seed_split
-from navexp.maps.rectangles import merge_rectangles
-from navexp.maps.scenario_files import load_scenario_file
+from navexp.experiment.validation import validate_env_cfg
 from navexp.sim.layout import Layout, obstacle_distance
-from navexp.validation import validate_env_cfg
+from navexp.task.maps import FAMILIES, MapSpec, generate_layouts
+from navexp.task.maps.grid_path import shortest_paths
+from navexp.task.maps.pool import LayoutPool
+from navexp.task.maps.random_family import LayoutSpec
+from navexp.task.maps.random_source import SPLIT_BITS, seed_split
+from navexp.task.maps.rectangles import merge_rectangles
+from navexp.task.maps.scenario_files import load_scenario_file
 
 SPEC = LayoutSpec.from_env_cfg(compose_config(["env=families"]).env)
 """8 m room, 14 cylinder slots, 4 box slots, 16 wall slots."""
@@ -198,7 +198,7 @@ def test_layout_ids_regenerate_the_layout_and_the_splits_never_share_a_seed():
     """env=families (hashed ids): every pool layout is regenerated bit for bit from (family, seed);
     training seeds lie below 2**40 and the evaluation config's at or above it, so no id is shared
     whatever the run seeds."""
-    from navexp.rollout import eval_env_cfg
+    from navexp.experiment.run_config import eval_env_cfg
 
     cfg = compose_config(["env=families", "env.device=cpu"])
     spec, maps = LayoutSpec.from_env_cfg(cfg.env), MapSpec.from_env_cfg(cfg.env)
@@ -352,7 +352,7 @@ def test_a_checkpoint_config_from_before_map_families_still_builds_and_evaluates
     before map families) gives the random family only, no wall slots, and the evaluation config."""
     from omegaconf import OmegaConf
 
-    from navexp.rollout import eval_env_cfg
+    from navexp.experiment.run_config import eval_env_cfg
 
     stored = OmegaConf.to_container(compose_config(["env.num_envs=2"]))
     del stored["env"]["maps"], stored["env"]["obstacles"]["wall_slots"]
@@ -365,7 +365,7 @@ def test_a_checkpoint_config_from_before_map_families_still_builds_and_evaluates
 def test_the_shipped_map_loads_into_four_walls_and_32_solvable_pairs():
     """configs/scenarios/maze_small (40 x 40 pixels of 0.2 m): two long walls, a pillar and a stub are 4
     rectangles; its 32 sampled start/goal pairs all have a free path."""
-    from navexp.api import resolve_scenario_path
+    from navexp.task.maps.scenario_files import resolve_scenario_path
 
     lay = load_scenario_file(resolve_scenario_path("maze_small"), SPEC, MapSpec())
     assert lay.num_worlds == 32 and lay.wall_active.sum(1).tolist() == [4] * 32
@@ -375,7 +375,7 @@ def test_the_shipped_map_loads_into_four_walls_and_32_solvable_pairs():
 def test_warp_step_with_map_families_makes_no_host_sync():
     """env=families on the warp backend: 20 steps of 16 worlds with 1 s episodes (resets every 10
     steps take family layouts with walls from the pool) make no host sync between fault checks."""
-    from navexp.sync_audit import SyncAudit
+    from navexp.analysis.sync_audit import SyncAudit
 
     env = build_env(
         "env=families",

@@ -51,11 +51,12 @@ def record(run_dir: Path, steps: int = 24):
     """The checkpoint's actor stepped on a 4-world env for ``steps`` steps (episodes end every 10 steps):
     the observations [T, 4, 78], the actions [T, 4, A], the ``dones`` after each step [T, 4] and the
     raw sensor values behind each observation."""
-    from navexp.checkpoint import load_checkpoint
-    from navexp.env import NavEnv
-    from navexp.models import reset_hidden
-    from navexp.rollout import build_actor, load_run_config
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import load_checkpoint
+    from navexp.learn.models import reset_hidden
+    from navexp.learn.rl_cfg import build_actor
     from navexp.sim.layout import rotate_xy
+    from navexp.task.env import NavEnv
 
     ckpt = load_checkpoint(run_dir)
     cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
@@ -95,7 +96,7 @@ def exported(trained, tmp_path_factory):
 
 def test_training_records_the_model_kind(trained):
     """Two iterations train; the checkpoint says which model it holds and has its tensors."""
-    from navexp.checkpoint import load_checkpoint
+    from navexp.learn.checkpoint import load_checkpoint
 
     kind, run_dir = trained
     ckpt = load_checkpoint(run_dir)
@@ -208,7 +209,7 @@ def test_reset_zeroes_exactly_the_ended_worlds(rnn_type):
     worlds 0 and 2 bit-identical; a reset without dones drops the state for any batch size."""
     from rsl_rl.models import MLPModel, RNNModel
 
-    from navexp.models import reset_hidden
+    from navexp.learn.models import reset_hidden
 
     torch.manual_seed(0)
     obs = TensorDict({"policy": torch.randn(3, 78)}, batch_size=[3])
@@ -235,8 +236,8 @@ def test_circular_conv_wraps_around_the_scan():
     """A one-hot scan at beam 0 convolved with kernel [1, 2, 3] (padding 1, stride 1) reads
     out[j] = sum_t w[t] x[(j + t - 1) mod 8]: out[0] = w[1] = 2, out[1] = w[0] = 1, out[7] = w[2] = 3
     (beam 7 sees beam 0 across the seam), zero elsewhere; torch and numpy agree."""
-    from navexp.models import scan_encoder
-    from navexp.numpy_nets import circular_conv1d
+    from navexp.deploy.numpy_nets import circular_conv1d
+    from navexp.learn.models import scan_encoder
 
     w, b = np.array([[[1.0, 2.0, 3.0]]]), np.zeros(1)
     x = np.zeros((1, 8))
@@ -298,8 +299,8 @@ def test_lstm_of_two_layers_exports_and_deploys(tmp_path):
     from rsl_rl.models import RNNModel
 
     from navexp.deploy import NumpyPolicy
-    from navexp.export import export_onnx, numpy_arrays
-    from navexp.models import reset_hidden
+    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.learn.models import reset_hidden
 
     torch.manual_seed(1)
     seq = torch.rand(12, 3, 78)
@@ -340,8 +341,8 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
     import onnxruntime as ort
 
     from navexp.deploy import NumpyPolicy
-    from navexp.export import export_onnx, numpy_arrays
-    from navexp.models import ScanCNNModel
+    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.learn.models import ScanCNNModel
 
     torch.manual_seed(2)
     x = torch.rand(5, 156)
@@ -376,8 +377,8 @@ def test_a_checkpoint_from_before_ppo_model_is_an_mlp(trained):
     (written before they existed) loads as ppo.model=mlp, and check_model accepts it as one."""
     import copy
 
-    from navexp.checkpoint import check_model, checkpoint_model, load_checkpoint
-    from navexp.rollout import load_run_config
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import check_model, checkpoint_model, load_checkpoint
 
     old = copy.deepcopy(load_checkpoint(trained[1]))
     del old["infos"]["model"]
@@ -411,8 +412,9 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tmp_path_factory):
     """4 episodes on 2 worlds = 2 rounds: each round starts from no state (rsl_rl then uses zeros), and
     after a step that ends world w, the next call sees world w's state all zeros and the other
     world's state non-zero."""
-    from navexp.checkpoint import load_checkpoint
-    from navexp.rollout import EvalRun, load_run_config, run_episodes
+    from navexp.analysis.rollout import EvalRun, run_episodes
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(tiny_run("rnn", tmp_path_factory))
     ev = EvalRun.build(ckpt, load_run_config(ckpt, ["eval.num_envs=2", "eval.num_episodes=4"]))

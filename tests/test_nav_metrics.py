@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from navexp.maps import FAMILIES
-from navexp.nav_metrics import (
+from navexp.analysis.nav_metrics import (
     EpisodeTable,
     barn_scores,
     path_length,
@@ -17,7 +16,8 @@ from navexp.nav_metrics import (
     summarize,
     wilson_interval,
 )
-from navexp.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
+from navexp.task.maps import FAMILIES
+from navexp.task.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
 
 
 def table(reasons, shortest, paths, times=None, families=None, cases=None) -> EpisodeTable:

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from navexp.obs.numpy_terms import NUMPY_TWINS, get_twin
-from navexp.obs.terms import GROUP_OF, OBS_TERMS, Provenance, obs_term
+from navexp.task.obs.numpy_terms import NUMPY_TWINS, get_twin
+from navexp.task.obs.terms import GROUP_OF, OBS_TERMS, Provenance, obs_term
 
 
 def test_every_deployable_term_has_a_numpy_twin():

@@ -11,9 +11,10 @@ from conftest import build_env
 from hydra.errors import ConfigCompositionException
 
 from navexp import compose_config, make_env
-from navexp.api import CONFIG_DIR
-from navexp.obs.manager import ObservationManager
-from navexp.rl_cfg import build_train_cfg
+from navexp.learn.rl_cfg import build_train_cfg
+from navexp.paths import CONFIG_DIR
+from navexp.task.obs.manager import ObservationManager
+from navexp.task.state import EnvDims
 
 
 def variants(group: str) -> list[str]:
@@ -39,7 +40,7 @@ def test_default_widths_policy_78_privileged_76():
 def test_groups_are_zeros_of_declared_width_before_any_step():
     """A fresh manager (history 2, action_prev on) returns zeros of (78 + 3) * 2 = 162 columns."""
     cfg = compose_config(["obs.history_length=2", "obs.terms.action_prev.enabled=true"])
-    env_dims = __import__("navexp.state", fromlist=["EnvDims"]).EnvDims(72, 6.0, 1.5, 2.0, 3, 25, 4.0, 4.0)
+    env_dims = EnvDims(72, 6.0, 1.5, 2.0, 3, 25, 4.0, 4.0)
     m = ObservationManager(cfg.obs, env_dims, 3, torch.device("cpu"))
     z = m.zeros()
     assert z["policy"].shape == (3, 162) and not z["policy"].any()
@@ -149,7 +150,7 @@ def test_unknown_obs_term_lists_the_available_ones():
         compose_config(["obs.terms.lidarr.enabled=true"])
     from omegaconf import OmegaConf
 
-    from navexp.state import EnvDims
+    from navexp.task.state import EnvDims
 
     cfg = OmegaConf.create(
         {"terms": {"lidarr": {"enabled": True}}, "privileged_enabled": False, "history_length": 1}
@@ -217,7 +218,7 @@ def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file)
     assert env.needs_clearance
     assert abs(env.state.clearance[0].item() - 1.50) < 1e-5
     assert torch.allclose(env.state.nearest_dir_body[0], torch.tensor([0.0, -1.0]), atol=1e-5)
-    from navexp.rewards.terms import REWARD_TERMS, reward_term
+    from navexp.task.rewards.terms import REWARD_TERMS, reward_term
 
     assert REWARD_TERMS.get("near_obstacle").meta["reads"] == ()  # reads the LiDAR, not the truth
 

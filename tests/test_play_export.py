@@ -28,10 +28,11 @@ def run_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def recorded(run_dir):
     """The framework actor, 24 observations recorded from the env, and the raw sensor values behind them."""
-    from navexp.checkpoint import load_checkpoint
-    from navexp.env import NavEnv
-    from navexp.rollout import build_actor, load_run_config
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import load_checkpoint
+    from navexp.learn.rl_cfg import build_actor
     from navexp.sim.layout import rotate_xy
+    from navexp.task.env import NavEnv
 
     ckpt = load_checkpoint(run_dir)
     cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
@@ -130,7 +131,7 @@ def test_play_video_and_the_final_evaluation_gif(run_dir, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from navexp import play
-    from navexp.plots import load_trajectories
+    from navexp.analysis.plots import load_trajectories
 
     play.main([f"checkpoint={run_dir}", "episodes=3", "video=true", "video_episodes=2", f"out={tmp_path}"])
     episodes, info = load_trajectories(tmp_path / "trajectories.npz")

@@ -8,10 +8,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from navexp.rewards import terms as R
-from navexp.rewards.manager import RewardManager
-from navexp.rewards.terminations import compute_terminations
-from navexp.state import COLLISION, SUCCESS, TIME_OUT, EnvDims, NavState
+from navexp.task.rewards import terms as R
+from navexp.task.rewards.manager import RewardManager
+from navexp.task.rewards.terminations import compute_terminations
+from navexp.task.state import COLLISION, SUCCESS, TIME_OUT, EnvDims, NavState
 
 DIMS = EnvDims(
     num_beams=4,

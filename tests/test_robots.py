@@ -9,8 +9,8 @@ import torch
 from conftest import build_env
 
 from navexp import compose_config
-from navexp.api import CONFIG_DIR
-from navexp.robots import ROBOTS, make_robot
+from navexp.paths import CONFIG_DIR
+from navexp.task.robots import ROBOTS, make_robot
 from navexp.train import run
 
 ROBOT_VARIANTS = sorted(p.stem for p in (CONFIG_DIR / "robot").glob("*.yaml"))
@@ -43,7 +43,7 @@ def test_diffdrive_has_no_sideways_motion_while_turning(scenario_file, backend):
     steps of dt = 0.02 s). The lateral servo's slip is m*omega*v/kv = 1 kg * 2 * 1.0 / 1000 = 0.002 m/s
     in the frame the engine integrated the last substep in (heading yaw - omega*dt); read with the
     step's end heading, the velocity shows the sampling lag -v*sin(omega*dt) = -0.040 m/s (module
-    docstring of navexp.robots.diffdrive). The robot really turns: yaw +2 rad, a 0.5 m radius arc."""
+    docstring of navexp.task.robots.diffdrive). The robot really turns: yaw +2 rad, a 0.5 m radius arc."""
     env = build_env(backend, *DIFFDRIVE, f"env.scenarios={scenario_file(OPEN_AT_YAW_90)}")
     dt = env.env_cfg.sim.timestep_s
     yaw0 = env.state.yaw[0].item()
@@ -118,8 +118,8 @@ def test_diffdrive_export_and_deploy_have_action_width_2(tmp_path):
     from conftest import TINY_TRAIN
 
     from navexp import export
-    from navexp.checkpoint import load_checkpoint
     from navexp.deploy import NumpyPolicy
+    from navexp.learn.checkpoint import load_checkpoint
 
     overrides = [*TINY_TRAIN, "robot=diffdrive", "obs.terms.action_prev.enabled=true", "size=none"]
     overrides += ["eval.num_episodes=2", "eval.plot_episodes=0"]
@@ -149,7 +149,8 @@ def test_evaluating_with_another_robot_fails_naming_both():
     from omegaconf import OmegaConf
 
     from navexp import compose_config
-    from navexp.rollout import EvalRun, load_run_config
+    from navexp.analysis.rollout import EvalRun
+    from navexp.experiment.run_config import load_run_config
 
     ckpt = {
         "_path": "run/model_9.pt",

@@ -7,7 +7,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from navexp import compose_config, make_env
-from navexp.rl_cfg import build_train_cfg
+from navexp.learn.rl_cfg import build_train_cfg
 
 
 @pytest.mark.parametrize("obs_variant,critic_width", [("nav", 78), ("asymmetric", 154)])

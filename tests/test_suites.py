@@ -13,8 +13,9 @@ from conftest import TINY_TRAIN
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
-from navexp.env import NavEnv
-from navexp.rollout import eval_env_cfg, evaluate
+from navexp.analysis.rollout import evaluate
+from navexp.experiment.run_config import eval_env_cfg
+from navexp.task.env import NavEnv
 from navexp.train import run
 
 RATES = ("success_rate", "collision_rate", "timeout_rate", "out_of_bounds_rate")
@@ -186,7 +187,7 @@ def test_an_unknown_suite_fails_listing_the_shipped_ones(suite_run, tmp_path):
 def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry(tmp_path):
     """An override key the config lacks: KeyError naming entry and key; a value validation rejects
     (more cylinders than slots): ValueError naming suite, entry and the key."""
-    from navexp.suites import check_suite
+    from navexp.experiment.suites import check_suite
 
     cfg = compose_config(["env.device=cpu"])
     typo = tmp_path / "typo.yaml"
@@ -202,8 +203,8 @@ def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry
 def test_shipped_suites_validate_against_the_default_config():
     """default has room then dense; families has one entry per map family, in FAMILIES order; both
     pass every entry's env validation."""
-    from navexp.maps import FAMILIES
-    from navexp.suites import check_suite, load_suite, shipped_suites
+    from navexp.experiment.suites import check_suite, load_suite, shipped_suites
+    from navexp.task.maps import FAMILIES
 
     cfg = compose_config(["env.device=cpu"])
     assert shipped_suites() == ["default", "families"]
@@ -217,7 +218,7 @@ def test_eval_scalar_tags_per_entry_family_and_scenario():
     """Tags: Eval/<metric> for the main entry; with a suite Eval/<entry>/<metric>, plus
     Eval/<entry>/<family>/<metric> only for an entry mixing two families; without a suite a scenario
     file's entries as Eval/<scenario>/<metric>. What was evaluated (skip) and dicts are left out."""
-    from navexp.suites import eval_scalars
+    from navexp.analysis.suites import eval_scalars
 
     one = {"success_rate": 0.5, "ci95": {}, "by_family": {"random": {"success_rate": 0.5}}}
     fams = {"random": {"success_rate": 0.5}, "grid": {"success_rate": 0.0}}

@@ -201,12 +201,13 @@ def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
 
 
 def readme_sweep_commands() -> list[list[str]]:
-    """The overrides of every `python -m navexp.train -m ...` line in the README's Sweeps section."""
+    """The overrides of every `python -m navexp.train -m ...` line in docs/sweeps.md's Sweeps section."""
     import re
     import shlex
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
-    section = text[text.index("## Sweeps (Optuna)") : text.index("## Simulator backends")]
+    text = (Path(__file__).parents[1] / "docs" / "sweeps.md").read_text()
+    start = text.index("## Sweeps (Optuna)")
+    section = text[start : text.index("\n## ", start + 1)]
     section = re.sub(r"\\\n\s*", " ", section)  # join continued lines
     lines = [ln.split("#")[0] for ln in section.splitlines() if "python -m navexp.train -m" in ln]
     return [shlex.split(ln.strip().strip("`"))[4:] for ln in lines]

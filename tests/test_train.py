@@ -96,7 +96,7 @@ def test_two_iterations_through_the_real_app(tmp_path):
 
 def test_resume_continues_the_iteration_count_and_state(tmp_path):
     """Resume from model_1 continues at iteration 2 with the saved weights and adaptive learning rate."""
-    from navexp.runner import NavRunner
+    from navexp.learn.runner import NavRunner
 
     _, run_dir = train(tmp_path)
     saved = torch.load(run_dir / "model_1.pt", map_location="cpu", weights_only=False)
@@ -128,8 +128,8 @@ def test_resume_continues_the_iteration_count_and_state(tmp_path):
 
 def test_interrupt_writes_a_loadable_checkpoint(tmp_path, monkeypatch):
     """Ctrl-C during the 3rd rollout: a checkpoint of the last finished iteration is written and loads."""
-    from navexp.checkpoint import load_checkpoint
-    from navexp.env import NavEnv
+    from navexp.learn.checkpoint import load_checkpoint
+    from navexp.task.env import NavEnv
 
     calls = {"n": 0}
     step = NavEnv.step
@@ -170,7 +170,7 @@ def test_bad_resume_fails_clearly_and_touches_nothing(tmp_path):
 def test_non_finite_loss_stops_with_iteration_and_last_checkpoint(tmp_path, monkeypatch):
     from rsl_rl.algorithms import PPO
 
-    from navexp.runner import NonFiniteLossError
+    from navexp.learn.runner import NonFiniteLossError
 
     update = PPO.update
     calls = {"n": 0}
@@ -246,7 +246,7 @@ def test_evaluate_cli_scores_a_checkpoint(tmp_path):
 
 def test_wilson_interval_hand_computed():
     """8 of 10: p = 0.8, z = 1.96 -> [0.4902, 0.9433] (Wilson score interval)."""
-    from navexp.nav_metrics import wilson_interval
+    from navexp.analysis.nav_metrics import wilson_interval
 
     lo, hi = wilson_interval(8, 10)
     assert abs(lo - 0.4902) < 1e-4 and abs(hi - 0.9433) < 1e-4

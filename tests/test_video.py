@@ -13,14 +13,14 @@ from matplotlib.patches import Circle, Rectangle
 from PIL import Image
 
 from navexp import compose_config
-from navexp.plots import (
+from navexp.analysis.plots import (
     Episode,
     episode_figure,
     load_trajectories,
     redraw_from_npz,
     save_trajectories,
 )
-from navexp.video import EpisodeAnimator, frame_plan, frame_stride, write_video
+from navexp.analysis.video import EpisodeAnimator, frame_plan, frame_stride, write_video
 
 ROBOT_RADIUS_M = 0.2  # EnvCfg.robot.radius_m
 
@@ -28,9 +28,10 @@ ROBOT_RADIUS_M = 0.2  # EnvCfg.robot.radius_m
 @pytest.fixture(scope="module")
 def recorded():
     """Two held-out 1 s episodes (at most 10 control steps, 11 states) of a constant action."""
-    from navexp.env import NavEnv
-    from navexp.play import scene_info
-    from navexp.rollout import eval_env_cfg, evaluate
+    from navexp.analysis.plots import scene_info
+    from navexp.analysis.rollout import evaluate
+    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.task.env import NavEnv
 
     cfg = compose_config([*BASE, "env.num_envs=2", "env.episode_length_s=1.0", "eval.num_episodes=2"])
     env = NavEnv(eval_env_cfg(cfg))
@@ -198,6 +199,6 @@ def test_invalid_video_options_fail_naming_the_value_and_the_choices(recorded, t
         with pytest.raises(ValueError, match="needs ffmpeg"):
             write_video(episodes, info, tmp_path / "e.mp4")
     with pytest.raises(ValueError, match=r"eval.video_episodes=-1 is invalid; allowed: an integer >= 0"):
-        from navexp.validation import validate_run_cfg
+        from navexp.experiment.validation import validate_run_cfg
 
         validate_run_cfg(compose_config([*BASE, "eval.video_episodes=-1"]))

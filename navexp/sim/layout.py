@@ -1,5 +1,5 @@
 """Per-world layouts: obstacle slots, robot start and goal, and their 2D geometry (the sampling of
-random layouts is the task's: navexp/layout_sampling.py and navexp/maps/).
+random layouts is the task's: navexp/task/maps/random_family.py and navexp/task/maps/).
 
 A ``Layout`` holds K worlds' layouts as torch tensors (world frame, metres, radians). Obstacles are
 vertical extrusions, so free space is a 2D question: the signed distance from a point to a
@@ -47,13 +47,13 @@ class Layout:
     wall_active: torch.Tensor | None = None
     """[K, W] bool."""
     family: torch.Tensor | None = None
-    """[K] long: the map family that made the layout (index into navexp.maps.FAMILIES; -1 unknown)."""
+    """[K] long: the map family that made the layout (index into navexp.task.maps.FAMILIES; -1 unknown)."""
     seed: torch.Tensor | None = None
-    """[K] long: the layout's seed; (family, seed) regenerates it (navexp.maps.generate_layouts).
+    """[K] long: the layout's seed; (family, seed) regenerates it (navexp.task.maps.generate_layouts).
     -1 for layouts drawn from a generator stream or loaded from a file."""
     shortest_path_m: torch.Tensor | None = None
     """[K] shortest collision-free path from start to goal for the robot radius, measured on the
-    occupancy grid (navexp.maps.grid_path); -1 where it was not computed (no path check), inf where
+    occupancy grid (navexp.task.maps.grid_path); -1 where it was not computed (no path check), inf where
     none exists."""
 
     def __post_init__(self) -> None:

@@ -53,7 +53,8 @@ def load_scenarios(
     data: dict | None = None,
 ) -> Layout:
     """Parse and validate a scenario file (or its parsed ``data``) into a Layout with one entry per
-    scenario (the app resolves shipped scenario names to files: navexp.api.resolve_scenario_path)."""
+    scenario (the task resolves shipped scenario names to files:
+    ``navexp.task.maps.scenario_files.resolve_scenario_path``)."""
     file = Path(file)
     data = yaml.safe_load(file.read_text()) if data is None else data
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:

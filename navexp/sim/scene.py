@@ -1,7 +1,7 @@
 """One scene builder for every backend: a walled room, the planar robot and fixed obstacle slots.
 
 The robot base is the same for every robot (slide x, slide y, hinge z, a sphere collider); its
-actuators come from the robot (``navexp.robots``) through ``SceneSpec.actuators_mjcf``.
+actuators come from the robot (``navexp.task.robots``) through ``SceneSpec.actuators_mjcf``.
 
 Frames and units: world frame, metres, radians. The room is centred on the origin; the robot moves
 in the plane z = ``robot_z`` (the LiDAR plane). Collision filtering is by contype/conaffinity: only
@@ -43,7 +43,7 @@ class SceneSpec:
     robot_mass_kg: float
     timestep_s: float
     actuators_mjcf: str
-    """The robot's ``<actuator>`` children (``navexp.robots``: one per ctrl column)."""
+    """The robot's ``<actuator>`` children (``navexp.task.robots``: one per ctrl column)."""
     robot_sites_mjcf: str = ""
     """Extra elements inside the robot body (the sites of site-transmission actuators)."""
     coupled_inertia: bool = False
@@ -61,14 +61,12 @@ class SceneSpec:
         return self.cylinder_slots + self.box_slots + self.wall_slots
 
     @classmethod
-    def from_env_cfg(cls, env_cfg, robot=None) -> SceneSpec:
+    def from_env_cfg(cls, env_cfg, robot) -> SceneSpec:
         """Take the scene values out of an env config (any object with the EnvCfg attributes); the
-        actuators come from ``robot`` (a ``navexp.robots.Robot``; default: the one ``env.robot`` names)."""
-        from navexp.robots import make_robot
-
+        actuators come from ``robot`` (any object with ``actuators_mjcf()``, ``sites_mjcf()`` and
+        ``coupled_inertia``: the task's ``Robot``)."""
         room, obst = env_cfg.room, env_cfg.obstacles
         robot_cfg = env_cfg.robot
-        robot = make_robot(robot_cfg) if robot is None else robot
         return cls(
             size_x_m=room.size_x_m,
             size_y_m=room.size_y_m,

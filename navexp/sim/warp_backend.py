@@ -69,7 +69,7 @@ class WarpSim:
 
     Tensors (torch views, [N, ...] with N = num_worlds, world frame):
         qpos [N, 3]: x (m), y (m), yaw (rad, unwrapped).  qvel [N, 3]: vx, vy (m/s), wz (rad/s).
-        ctrl [N, nu]: the robot's servo targets (navexp.robots).  contact [N]: int, 1 if the robot
+        ctrl [N, nu]: the robot's servo targets (navexp.task.robots).  contact [N]: int, 1 if the robot
         touched anything during the last step().  overflow [N]: mujoco_warp's overflow bitmask of the
         last step.  ranges [N, B]: LiDAR ranges (m) as of the last sense(), misses and hits beyond
         max range read max_range_m.

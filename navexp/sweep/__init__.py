@@ -1,1 +1,7 @@
-"""Optuna studies through Hydra: search spaces, the sweeper, in-trial reporting and the report."""
+"""Hyperparameter sweeps: navexp's Optuna study loop behind Hydra's sweeper plugin (``sweeper``),
+search spaces (``space``), many workers on one storage (``parallel``), the trial's objective and
+pruning (``trial``) and the study report (``report``).
+
+May import: ``navexp.analysis``, ``navexp.experiment``, ``navexp.learn``, ``navexp.task``,
+``navexp.sim``. Never deploy or the entry points.
+"""

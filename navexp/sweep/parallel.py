@@ -24,7 +24,10 @@ from typing import Any
 
 import numpy as np
 import optuna
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
+from sqlalchemy import func, orm
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +83,6 @@ def stale_trials(storage: optuna.storages.RDBStorage, study_id: int, grace_s: fl
     RUNNING trial without any heartbeat (its worker died between creating it and the first beat, a few
     milliseconds) counts as stale once its start (worker clock) is older than the grace period.
     """
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from sqlalchemy import func, orm
-
     out = []
     with _create_scoped_session(storage.scoped_session) as session:
         now = session.execute(func.now()).scalar().replace(tzinfo=None)
@@ -110,9 +109,6 @@ def _claim_failure(storage: optuna.storages.RDBStorage, trial_id: int) -> bool:
     ``RDBStorage.set_trial_state`` reads then writes, and on sqlite two workers can both pass the read,
     so both would enqueue the parameters again; ``UPDATE ... WHERE state = RUNNING`` is atomic.
     """
-    from optuna.storages._rdb import models
-    from optuna.storages._rdb.storage import _create_scoped_session
-
     model = models.TrialModel
     with _create_scoped_session(storage.scoped_session) as session:
         hit = (

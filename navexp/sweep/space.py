@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-SWEEPS_DIR = Path(__file__).resolve().parents[2] / "sweeps"
+from navexp.paths import SWEEPS_DIR
+
 _NOT_FOUND = object()
 
 

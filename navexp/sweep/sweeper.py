@@ -32,10 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import torch
 from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_params_from_overrides
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+from navexp.sim import resolve_device
 from navexp.sweep.parallel import (
     ask,
     assign_devices,
@@ -44,6 +47,7 @@ from navexp.sweep.parallel import (
     fail_stale_trials,
     sweep_devices,
 )
+from navexp.sweep.report import report_dir, write_report
 from navexp.sweep.space import check_keys, load_space
 
 log = logging.getLogger(__name__)
@@ -60,7 +64,6 @@ DIRECTIONS = {
 def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
     """(study name, storage URL, report directory) of a config's study."""
     sw = cfg.sweep
-    from navexp.sweep_report import report_dir
 
     name = sw.study_name or f"{cfg.experiment_name}_{Path(str(sw.space)).stem}"
     root = Path("outputs/studies").resolve()
@@ -100,9 +103,6 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        import torch
-
-        from navexp.sim import resolve_device
 
         sw = config.sweep
         self.study_name, self.storage_url, self.report_dir = study_paths(config)
@@ -225,8 +225,6 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
     def _storage(self) -> optuna.storages.RDBStorage:
         """The study's storage, with heartbeats on; workers starting together on an empty database
         race to create its tables, so a loser of that race retries."""
-        from sqlalchemy.exc import IntegrityError, ProgrammingError
-
         if self.storage_url.startswith("sqlite:///"):
             Path(self.storage_url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         for attempt in range(5):
@@ -339,8 +337,6 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         (sweep_dir / "study.json").write_text(json.dumps(info, indent=2))
 
     def _finish(self, study: optuna.Study) -> None:
-        from navexp.sweep_report import write_report
-
         # A fresh load: the sweeper's cached trials miss the metrics the trials stored themselves.
         fresh = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
         out = write_report(fresh, self.report_dir, objectives=self.objectives)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import optuna
 from omegaconf import DictConfig
 
 
@@ -31,8 +32,6 @@ def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
 
 
 def _trial(cfg: DictConfig):
-    import optuna
-
     sw = cfg.sweep
     pruner = optuna.pruners.MedianPruner(
         n_startup_trials=int(sw.pruning.n_startup_trials), n_warmup_steps=int(sw.pruning.n_warmup_steps)
@@ -49,7 +48,6 @@ def pruning_callback(cfg: DictConfig) -> Callable[[int, float], None] | None:
     """
     if cfg.sweep.trial_id is None or not cfg.sweep.pruning.enabled or len(cfg.sweep.objectives) > 1:
         return None
-    import optuna
 
     trial = _trial(cfg)
     interval = int(cfg.sweep.pruning.interval)

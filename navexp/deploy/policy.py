@@ -1,0 +1,174 @@
+"""Robot-side policy: numpy only (no torch, no simulator). Raw sensor values in, velocity command out.
+
+    from navexp.deploy import NumpyPolicy
+    policy = NumpyPolicy.load("outputs/<run>/export/policy.npz")     # written by `python -m navexp.export`
+    vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # holonomic: m/s, m/s, rad/s
+    v, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)        # diffdrive: m/s, rad/s
+
+A recurrent policy (``ppo.model=rnn``) keeps its GRU/LSTM state between ``command`` calls: one
+NumpyPolicy per robot, ``reset()`` at every episode start. The networks are ``navexp.deploy.numpy_nets``.
+
+The command has the trained robot's action width and order (``policy.action_names``, the metadata's
+``action`` block), each component clipped to [-1, 1] and scaled to its unit, in the body frame.
+
+Inputs (body frame: x forward, y left): ``scan_m`` [B] ranges in metres, beam 0 forward then
+counter-clockwise (misses may be inf or nan: they read max range); ``goal_body_xy`` [2] goal
+position relative to the robot (m); ``vel_body`` [2] forward/left velocity (m/s); ``omega`` yaw rate
+(rad/s). The observation is rebuilt exactly as in training from the metadata stored in the file,
+term by term with the numpy twins of ``navexp.task.obs.numpy_terms`` (torch-free as well).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+
+import numpy as np
+
+from navexp.deploy.numpy_nets import ACTIVATIONS, NumpyRNN, mlp, scan_cnn_latent
+from navexp.task.obs.numpy_terms import get_twin
+
+
+def check_inputs(goal_body_xy, vel_body, omega) -> None:
+    """Raise ValueError naming the input when the goal, velocity or yaw rate is not finite or misshapen."""
+    for name, value, shape in (
+        ("goal_body_xy", goal_body_xy, (2,)),
+        ("vel_body", vel_body, (2,)),
+        ("omega", omega, ()),
+    ):
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}; got {arr.shape} ({value!r})")
+        if not np.isfinite(arr).all():
+            raise ValueError(
+                f"{name}={arr.tolist()!r} is not finite; allowed: finite numbers (NaN/inf is only "
+                f"meaningful in scan_m, where it reads max range)"
+            )
+
+
+class NumpyPolicy:
+    """The exported actor (normalizer + [GRU/LSTM | circular scan CNN] + MLP + mean action) and the
+    observation builder. A recurrent policy keeps its state between ``command`` calls; ``reset()``
+    clears it (and the frame history) at the start of every episode."""
+
+    def __init__(
+        self,
+        layers: list[tuple[np.ndarray, np.ndarray]],
+        activation: str,
+        obs_mean: np.ndarray,
+        obs_std: np.ndarray,
+        eps: float,
+        meta: dict,
+        rnn: NumpyRNN | None = None,
+        convs: list[tuple[np.ndarray, np.ndarray, int]] | None = None,
+        scan_width: int = 0,
+    ) -> None:
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation {activation!r} is not supported here; supported: {sorted(ACTIVATIONS)}"
+            )
+        self.layers, self.act_fn = layers, ACTIVATIONS[activation]
+        self.obs_mean, self.obs_std, self.eps, self.meta = obs_mean, obs_std, eps, meta
+        self.rnn, self.convs, self.scan_width = rnn, convs, int(scan_width)
+        """ppo.model=rnn: the recurrent layers and their state; ppo.model=cnn: the conv layers."""
+        self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
+        self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
+        """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""
+        self.action_names: list[str] = list(meta["action"].get("order", []))
+        self.prev_action = np.zeros(self.action_scale.size)
+
+    @classmethod
+    def load(cls, path: str) -> NumpyPolicy:
+        f = np.load(path)
+        meta = json.loads(str(f["meta"]))
+        n = int(f["num_layers"])
+        layers = [(f[f"w{i}"], f[f"b{i}"]) for i in range(n)]
+        kind = str(f["model"]) if "model" in f.files else "mlp"
+        extra: dict = {}
+        if kind == "rnn":
+            names = ("w_ih", "w_hh", "b_ih", "b_hh")
+            weights = [tuple(f[f"rnn_{k}{i}"] for k in names) for i in range(int(f["rnn_num_layers"]))]
+            extra["rnn"] = NumpyRNN(str(f["rnn_type"]), weights, int(f["rnn_hidden_dim"]))
+        elif kind == "cnn":
+            convs = [
+                (f[f"conv_w{i}"], f[f"conv_b{i}"], int(f[f"conv_stride{i}"]))
+                for i in range(int(f["conv_num_layers"]))
+            ]
+            extra.update(convs=convs, scan_width=int(f["scan_width"]))
+        elif kind != "mlp":
+            raise ValueError(
+                f"{path}: model {kind!r} is not supported here; supported: ['mlp', 'rnn', 'cnn']"
+            )
+        return cls(layers, str(f["activation"]), f["obs_mean"], f["obs_std"], float(f["eps"]), meta, **extra)
+
+    def reset(self) -> None:
+        """Start of an episode: forget the frame history, the previous action and the RNN state."""
+        self.history.clear()
+        if self.rnn is not None:
+            self.rnn.reset()
+        self.prev_action = np.zeros(self.action_scale.size)
+
+    def frame(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
+        """One observation frame, term by term in the exported order (each term's numpy twin)."""
+        m, parts = self.meta, []
+        inputs = {
+            "scan_m": scan_m,
+            "goal_body_xy": goal_body_xy,
+            "vel_body": vel_body,
+            "omega": omega,
+            "prev_action": self.prev_action,
+            **extra,
+        }
+        term_params = m["obs"].get("params", {})
+        for name, width in m["obs"]["terms"]:
+            part = np.asarray(get_twin(name)(inputs, term_params.get(name, {}), m), dtype=np.float64)
+            if part.shape != (width,):
+                raise ValueError(f"term {name!r} built {part.shape[0]} values, the policy expects {width}")
+            parts.append(part)
+        return np.concatenate(parts)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Observation -> mean action, clipped to [-1, 1] as the env clips it: normalised columns ->
+        [RNN step (advances its state) | with the scan's conv features] -> MLP."""
+        x = np.asarray(obs, dtype=np.float64)
+        if self.convs is not None:
+            frames = x.reshape(self.history.maxlen, -1)
+            rest = frames[:, self.scan_width :].reshape(-1)
+            latent = np.concatenate(
+                [self._normalize(rest), scan_cnn_latent(frames, self.scan_width, self.convs, self.act_fn)]
+            )
+        elif self.rnn is not None:
+            latent = self.rnn.step(self._normalize(x))
+        else:
+            latent = self._normalize(x)
+        return np.clip(mlp(latent, self.layers, self.act_fn), -1.0, 1.0)
+
+    def _normalize(self, x: np.ndarray) -> np.ndarray:
+        """rsl_rl's EmpiricalNormalization: (x - mean) / (std + eps)."""
+        return (x - self.obs_mean) / (self.obs_std + self.eps)
+
+    def observation(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
+        """The (stacked) observation the actor reads; the first frame of an episode fills the history."""
+        f = self.frame(scan_m, goal_body_xy, vel_body, omega, **extra)
+        if not self.history:
+            self.history.extend([f] * self.history.maxlen)
+        else:
+            self.history.append(f)
+        return np.concatenate(list(self.history))
+
+    def command(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> tuple[float, ...]:
+        """Body-frame velocity command for raw sensor values: one value per action component, in
+        ``action_names`` order (holonomic: forward m/s, left m/s, yaw rate rad/s; diffdrive: forward
+        m/s, yaw rate rad/s). ``extra`` keyword inputs reach the numpy twins of added terms.
+
+        A NaN/inf goal, velocity or yaw rate raises ValueError naming the input (the policy's output
+        would be NaN); NaN/inf scan beams keep their meaning: no return, read as max range.
+        """
+        check_inputs(goal_body_xy, vel_body, omega)
+        a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega, **extra))
+        if a.shape != self.action_scale.shape:
+            raise ValueError(
+                f"the policy outputs {a.shape[0]} actions, the action block names {self.action_names}"
+            )
+        self.prev_action = a
+        return tuple(float(v) for v in a * self.action_scale)

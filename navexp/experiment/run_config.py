@@ -1,0 +1,59 @@
+"""Configs of stored runs: a checkpoint's training config with a command line's overrides, and the
+evaluation config derived from a training config (held-out layouts, no auto-reset)."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from navexp.experiment.api import compose_config
+from navexp.experiment.cli import group_package, override_keys
+from navexp.experiment.presets import preset_values
+from navexp.paths import CONFIG_DIR
+
+
+def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
+    """The checkpoint's training config, with the command line's group choices and keys applied.
+
+    A key override replaces that key; a group override (``env=dense``) replaces the group's node; a
+    size preset (``size=cpu``) sets the keys the preset sets. All values come from composing the
+    app's config with the same overrides.
+    """
+    composed = compose_config(overrides)
+    stored = (ckpt.get("infos") or {}).get("config")
+    if stored is None:
+        return composed
+    # Keys added to the schema since the run was trained take their defaults; the run's own values win.
+    defaults = compose_config([])
+    OmegaConf.set_struct(defaults, False)
+    cfg = OmegaConf.merge(defaults, OmegaConf.create(stored))
+    keys = set()
+    for key in override_keys(overrides):
+        package = group_package(key) if (CONFIG_DIR / key).is_dir() else key
+        if package == "_global_":  # a preset group (size=cpu): it sets keys all over the config
+            keys |= {key, *preset_values(str(OmegaConf.select(composed, key)))}
+        else:  # a key, or a group's node where the group lands (robot=diffdrive -> env.robot)
+            keys.add(package)
+    with open_dict(cfg):
+        for key in sorted(keys):  # every value is the composed one, so the order does not matter
+            OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+    return cfg
+
+
+def eval_env_cfg(cfg: DictConfig) -> DictConfig:
+    """The training config with evaluation settings: held-out layouts, auto_reset off, eval world count,
+    and the free-path check on unless the config turns it off (it records each layout's shortest path,
+    which SPL and the BARN score need)."""
+    cfg = cfg.copy()
+    n_ep = int(cfg.eval.num_episodes)
+    if n_ep < 1:
+        raise ValueError(f"eval.num_episodes={n_ep} is invalid; allowed: an integer >= 1")
+    n = int(cfg.eval.num_envs) or min(n_ep, int(cfg.env.num_envs))
+    with open_dict(cfg):
+        cfg.env.num_envs = n
+        cfg.env.auto_reset = False
+        cfg.env.layout_seed_offset = int(cfg.eval.layout_seed_offset)
+        if "maps" in cfg.env:  # hashed layout ids: the evaluation seed range, never a training one
+            cfg.env.maps.split = "eval"
+            if cfg.env.maps.get("check_path") is None:
+                cfg.env.maps.check_path = True
+    return cfg

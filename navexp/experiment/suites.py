@@ -1,0 +1,117 @@
+"""Evaluation suites as config: one policy evaluated on several envs (map families, densities).
+
+A suite is a YAML in ``configs/suites/<name>.yaml`` (or any path), checked against ``SuiteCfg``::
+
+    entries:
+      - name: room                 # the run's own env (held-out layouts)
+      - name: dense
+        num_episodes: null         # null: eval.num_episodes
+        overrides:                 # config keys set on the run's config for this entry
+          env.obstacles.cylinder_count: [5, 8]
+
+Every entry evaluates the run's config with its ``overrides`` (keys, not groups, so the run's robot,
+LiDAR and room stay) through ``navexp.analysis.suites.evaluate_suite``: held-out layouts, auto_reset off,
+deterministic actions. The first entry is the main one: its metrics are the top-level fields of
+``eval.json`` (the sweep objective reads them); ``entries`` holds every entry's metrics by name.
+TensorBoard/W&B tags: ``Eval/<metric>`` (main entry), ``Eval/<entry>/<metric>``, and
+``Eval/<entry>/<family or scenario>/<metric>`` where an entry mixes families or plays a scenario file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+
+from navexp.experiment.run_config import eval_env_cfg
+from navexp.paths import CONFIG_DIR
+from navexp.task.validation import validate_env_cfg
+
+SUITES_DIR = CONFIG_DIR / "suites"
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_MISSING_KEY = object()
+
+
+@dataclass
+class SuiteEntryCfg:
+    name: str = MISSING
+    """Entry name: the key in eval.json ``entries`` and the tag level ``Eval/<name>/...``."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Config key (dotted, e.g. ``env.maps.rng``) -> value, set on the run's config."""
+    num_episodes: int | None = None
+    """Episodes of this entry; None: ``eval.num_episodes``."""
+
+
+@dataclass
+class SuiteCfg:
+    description: str = ""
+    entries: list[SuiteEntryCfg] = field(default_factory=list)
+    """Evaluated in order; the first is the main entry (top-level eval.json fields)."""
+
+
+def shipped_suites() -> list[str]:
+    """Names of the suites in configs/suites/."""
+    return sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
+
+
+def suite_path(name_or_path: str) -> Path:
+    """The suite YAML of a shipped name or a path; an unknown name fails listing the shipped ones."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path
+    shipped = SUITES_DIR / f"{name_or_path}.yaml"
+    if _NAME.match(name_or_path) and shipped.is_file():
+        return shipped
+    raise ValueError(
+        f"suite={name_or_path!r} is unknown; allowed: {' | '.join(shipped_suites())} "
+        f"(configs/suites/) or the path of a suite YAML"
+    )
+
+
+def load_suite(name_or_path: str) -> DictConfig:
+    """The suite, checked: known keys only, at least one entry, unique path-safe entry names."""
+    path = suite_path(name_or_path)
+    try:
+        suite = OmegaConf.merge(OmegaConf.structured(SuiteCfg), OmegaConf.load(path))
+    except Exception as e:  # omegaconf's errors name the key; add the file
+        raise ValueError(f"suite {path}: {e}") from e
+    names = [str(e.name) for e in suite.entries]
+    if not names:
+        raise ValueError(f"suite {path}: 'entries' is empty; give at least one entry")
+    bad = [n for n in names if not _NAME.match(n) or names.count(n) > 1]
+    if bad:
+        raise ValueError(
+            f"suite {path}: entry names {sorted(set(bad))} are invalid; allowed: unique names of letters, "
+            f"digits, '_', '.', '-'"
+        )
+    for e in suite.entries:
+        if e.num_episodes is not None and e.num_episodes < 1:
+            raise ValueError(f"suite {path}, entry {e.name}: num_episodes={e.num_episodes}; allowed: >= 1")
+    return suite
+
+
+def entry_config(cfg: DictConfig, entry: DictConfig) -> DictConfig:
+    """The run's config with the entry's overrides and episode count; a key the config lacks fails,
+    naming the entry and the key."""
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        for key, value in entry.overrides.items():
+            if OmegaConf.select(cfg, key, default=_MISSING_KEY) is _MISSING_KEY:
+                raise KeyError(f"suite entry {entry.name!r}: override {key!r} is not a config key")
+            OmegaConf.update(cfg, key, value, merge=False)
+        if entry.num_episodes is not None:
+            cfg.eval.num_episodes = int(entry.num_episodes)
+    return cfg
+
+
+def check_suite(cfg: DictConfig, name_or_path: str) -> None:
+    """Load the suite and validate every entry's evaluation env config (before training or any episode)."""
+    for entry in load_suite(name_or_path).entries:
+        try:
+            validate_env_cfg(eval_env_cfg(entry_config(cfg, entry)).env)
+        except ValueError as e:
+            raise ValueError(f"suite {name_or_path}, entry {entry.name}: {e}") from e

@@ -1,0 +1,70 @@
+"""Checks of a run's config that its schemas cannot express, once per run, before anything is built.
+
+``validate_run_cfg`` is the one place: it runs the env checks (``navexp.task.validation``), then
+what ``python -m navexp.train`` adds on top: PPO batch sizes and iteration counts, the model, the
+evaluation suite and video, and the values that form paths (``experiment_name``, ``sweep.study_name``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from navexp.experiment.config import check_path_name
+from navexp.experiment.suites import check_suite
+from navexp.learn.models import check_model_cfg
+from navexp.task.validation import validate_env_cfg
+
+__all__ = ["check_path_name", "validate_env_cfg", "validate_run_cfg"]
+
+
+def validate_run_cfg(cfg: Any) -> None:
+    """Raise ValueError for a training config that would fail (or mislead) only after it starts.
+
+    Runs after the size preset is applied, before the env, the runner or any file is created.
+    """
+    validate_env_cfg(cfg.env)
+    ppo = cfg.ppo
+    for key in ("max_iterations", "num_steps_per_env", "num_learning_epochs", "save_interval"):
+        value = ppo[key]
+        _check_ppo(value >= 1, key, value, "an integer >= 1")
+    batch = int(cfg.env.num_envs) * int(ppo.num_steps_per_env)
+    _check_ppo(
+        1 <= ppo.num_mini_batches <= batch,
+        "num_mini_batches",
+        ppo.num_mini_batches,
+        f"1 <= value <= env.num_envs * ppo.num_steps_per_env = {cfg.env.num_envs} * "
+        f"{ppo.num_steps_per_env} = {batch} (each mini-batch needs at least one transition)",
+    )
+    lidar = cfg.obs.terms.get("lidar")
+    check_model_cfg(ppo, bool(lidar.get("enabled", True)) if lidar is not None else True)
+    if ppo.model == "rnn":
+        # rsl_rl's recurrent mini-batches are groups of whole worlds (their padded trajectories).
+        _check_ppo(
+            ppo.num_mini_batches <= int(cfg.env.num_envs),
+            "num_mini_batches",
+            ppo.num_mini_batches,
+            f"1 <= value <= env.num_envs = {cfg.env.num_envs} with ppo.model=rnn (recurrent mini-batches "
+            f"are groups of worlds)",
+        )
+    _check_eval_video(cfg.eval)
+    if cfg.eval.enabled and cfg.eval.get("suite"):  # an unknown suite or a bad entry fails before training
+        check_suite(cfg, str(cfg.eval.suite))
+    check_path_name("experiment_name", cfg.experiment_name)
+    if cfg.sweep.study_name is not None:
+        check_path_name("sweep.study_name", cfg.sweep.study_name)
+
+
+def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"ppo config: ppo.{key}={value!r} is invalid; allowed: {allowed}")
+
+
+def _check_eval_video(ev: Any) -> None:
+    """The final evaluation's GIF settings (else the failure would come after the whole training)."""
+    for key, ok, allowed in (
+        ("video_episodes", ev.video_episodes >= 0, "an integer >= 0 (0 = no video)"),
+        ("video_fps", ev.video_fps > 0, "a number > 0"),
+        ("video_max_frames", ev.video_max_frames >= 1, "an integer >= 1"),
+    ):
+        if not ok:
+            raise ValueError(f"eval config: eval.{key}={ev[key]!r} is invalid; allowed: {allowed}")

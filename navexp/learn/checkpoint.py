@@ -1,0 +1,285 @@
+"""Checkpoints: find them, load them safely, check they fit the env, write them atomically.
+
+A checkpoint is rsl_rl's dict (``actor_state_dict``, ``critic_state_dict``, ``optimizer_state_dict``,
+``iter``) plus ``infos`` written by navexp: ``obs_layout`` (term order and widths per group),
+``group_widths``, ``obs_groups`` (actor/critic sets), ``history_length``, ``model`` (``kind``: the
+``ppo.model`` it was trained with) and the resolved ``config``.
+
+Everything in it is a tensor or a plain container (dict, list, tuple, str, int, float, bool, None),
+so it loads with ``torch.load(weights_only=True)`` and torch's default allowlist: ``SAFE_GLOBALS`` is
+empty on purpose. A file that needs anything else (a pickled class or a callable) is refused with
+the global it asked for, before any of it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import errno
+import io
+import os
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+from rsl_rl.utils import resolve_class, resolve_obs_groups
+
+SAFE_GLOBALS: list = []
+"""Globals allowed beyond torch's weights-only defaults: none (navexp writes only plain types)."""
+
+REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
+_MODEL_RE = re.compile(r"model_(\d+)\.pt$")
+
+
+def save_atomic(obj: Any, path: str | Path) -> None:
+    """torch.save to a temporary file, fsync, then rename: a kill or a full disk never leaves a corrupt
+    (or a half-written temporary) file, and the previous file at ``path`` stays intact.
+
+    The bytes are serialized in memory first, so a failed write raises the OS error itself
+    (``ENOSPC``, ``EDQUOT``, ``EROFS`` ...) rather than torch's zip writer's "unexpected pos".
+    """
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_atomic(path, buf.getbuffer())
+
+
+def write_atomic(path: str | Path, data: bytes | memoryview | str) -> None:
+    """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename (+ fsync of the directory).
+
+    On failure the temporary file is removed and OSError names the file and the OS error.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the name points at it
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        name = os.strerror(e.errno) if e.errno else type(e).__name__
+        code = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else "no errno"
+        raise OSError(
+            e.errno,
+            f"could not write {path} ({code}: {name}); the temporary file was removed and "
+            f"any previous {path.name} is unchanged",
+        ) from e
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable; some filesystems refuse fsync on a directory, which is harmless here."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def find_checkpoints(run_dir: Path) -> list[Path]:
+    """``model_<it>.pt`` files of a run directory (or its ``checkpoints`` folder), by iteration."""
+    files = [p for d in (run_dir, run_dir / "checkpoints") if d.is_dir() for p in d.glob("model_*.pt")]
+    return sorted(
+        (p for p in files if _MODEL_RE.search(p.name)), key=lambda p: int(_MODEL_RE.search(p.name)[1])
+    )
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A ``.pt`` file as given, or the latest ``model_<it>.pt`` of a run directory."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return p
+    if p.is_dir():
+        found = find_checkpoints(p)
+        if not found:
+            raise FileNotFoundError(f"checkpoint: run directory {p} holds no model_<it>.pt")
+        return found[-1]
+    raise FileNotFoundError(f"checkpoint: {p} does not exist (give a model_<it>.pt file or a run directory)")
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load a checkpoint on the CPU; a truncated or foreign file raises ValueError saying so."""
+    p = resolve_checkpoint(path)
+    try:
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:  # the weights-only unpickler stopped before running anything
+        raise ValueError(_refusal(p, str(e))) from None
+    except Exception as e:  # torch raises several types for truncated/foreign files
+        raise ValueError(f"checkpoint {p} is not a loadable torch file ({type(e).__name__}: {e})") from e
+    if not isinstance(ckpt, dict) or any(k not in ckpt for k in REQUIRED_KEYS):
+        have = sorted(ckpt) if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(
+            f"checkpoint {p} is not an rsl_rl/navexp checkpoint: needs keys {list(REQUIRED_KEYS)}, has {have}"
+        )
+    ckpt["_path"] = str(p)
+    return ckpt
+
+
+def _refusal(p: Path, torch_msg: str) -> str:
+    """The reason the weights-only loader gave, without torch's advice to load it unsafely."""
+    lines = [ln.strip() for ln in torch_msg.splitlines() if ln.strip()]
+    glob = next((ln for ln in lines if "GLOBAL" in ln), None)
+    if glob is not None:
+        return (
+            f"checkpoint {p} was refused: loading it needs code, not only tensors ({glob}); navexp "
+            f"checkpoints hold only tensors and plain containers, and nothing in this file was executed"
+        )
+    why = next((ln for ln in lines if ln.startswith("Unsupported")), lines[0] if lines else "unknown")
+    return (
+        f"checkpoint {p} is not a loadable torch file (the weights-only loader stopped: {why}); "
+        f"nothing in it was executed"
+    )
+
+
+def checkpoint_obs_layout(ckpt: dict) -> dict | None:
+    return (ckpt.get("infos") or {}).get("obs_layout")
+
+
+def check_compatible(ckpt: dict, obs_layout: dict, group_widths: dict[str, int], history_length: int) -> None:
+    """Raise ValueError naming both layouts when the checkpoint's observations differ from the env's."""
+    theirs = checkpoint_obs_layout(ckpt)
+    their_hist = (ckpt.get("infos") or {}).get("history_length", 1)
+    ours = {g: [list(t) for t in terms] for g, terms in obs_layout.items()}
+    if theirs is not None:
+        theirs = {g: [list(t) for t in terms] for g, terms in theirs.items()}
+        if theirs.get("policy") != ours.get("policy") or their_hist != history_length:
+            raise ValueError(
+                f"checkpoint {ckpt['_path']} was trained on observation layout "
+                f"{theirs} (history {their_hist}); "
+                f"this config produces {ours} (history {history_length}). Use the same obs config."
+            )
+    if checkpoint_model(ckpt) != "mlp":  # an RNN's or CNN's first MLP layer reads its latent, not obs
+        return
+    width = ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]
+    if width != group_widths["policy"]:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} has an actor input of {width} columns; "
+            f"this config's policy group is "
+            f"{group_widths['policy']} wide ({ours['policy']}). Use the same obs config."
+        )
+
+
+def checkpoint_model(ckpt: dict) -> str:
+    """The ``ppo.model`` kind a checkpoint was trained with (``infos.model.kind``; older runs: mlp)."""
+    return str(((ckpt.get("infos") or {}).get("model") or {}).get("kind", "mlp"))
+
+
+def check_model(ckpt: dict, kind: str) -> None:
+    """Raise ValueError naming both kinds when the checkpoint holds another ``ppo.model`` than ``kind``."""
+    theirs = checkpoint_model(ckpt)
+    if theirs != kind:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} holds a ppo.model={theirs!r} policy; this config uses "
+            f"ppo.model={kind!r}; select ppo.model={theirs} (and its ppo.rnn_*/ppo.cnn_* settings)"
+        )
+
+
+def check_robot(ckpt: dict, robot_name: str) -> None:
+    """Raise ValueError naming both robots when the checkpoint was trained with another one."""
+    recorded = (ckpt.get("infos") or {}).get("robot")
+    if recorded is not None and recorded.get("robot") != robot_name:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} was trained with robot {recorded.get('robot')!r}; this config "
+            f"uses {robot_name!r}; select robot={recorded.get('robot')}"
+        )
+
+
+MODEL_KEYS = (
+    "ppo.model",
+    "ppo.rnn_type",
+    "ppo.rnn_hidden_dim",
+    "ppo.rnn_num_layers",
+    "ppo.cnn_channels",
+    "ppo.cnn_kernel_sizes",
+    "ppo.cnn_strides",
+    "ppo.hidden_dims",
+    "ppo.activation",
+    "ppo.obs_normalization",
+    "ppo.std_type",
+    "ppo.actor_obs_groups",
+    "ppo.critic_obs_groups",
+    "obs.privileged_enabled",
+    "obs.history_length",
+)
+"""Config keys that shape the models; a resume names those that differ from the checkpoint's run."""
+
+
+def _config_diff(ckpt: dict, cfg) -> str:
+    stored = (ckpt.get("infos") or {}).get("config")
+    if not stored:
+        return ""
+    theirs = OmegaConf.create(stored)
+    diffs = []
+    for key in MODEL_KEYS:
+        a, b = OmegaConf.select(theirs, key), OmegaConf.select(cfg, key)
+        a = OmegaConf.to_container(a) if OmegaConf.is_config(a) else a
+        b = OmegaConf.to_container(b) if OmegaConf.is_config(b) else b
+        if a != b:
+            diffs.append(f"{key}: checkpoint {a!r}, this config {b!r}")
+    return (" Differing settings: " + "; ".join(diffs) + ".") if diffs else ""
+
+
+def _shape_diffs(theirs: dict, ours: dict) -> list[str]:
+    out = [
+        f"{k}: checkpoint {tuple(theirs[k].shape)}, this config {tuple(v.shape)}"
+        for k, v in ours.items()
+        if k in theirs and tuple(theirs[k].shape) != tuple(v.shape)
+    ]
+    out += [f"{k}: missing in the checkpoint" for k in ours if k not in theirs]
+    out += [f"{k}: not in this config's model" for k in theirs if k not in ours]
+    return out
+
+
+def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
+    """Everything a resume needs to fit, checked before anything is written: the policy observation
+    layout, the observation groups and widths of actor and critic, and every model tensor's shape.
+    Raises ValueError naming both sides (and the differing config keys when the checkpoint has them).
+    """
+    om = env.obs_manager
+    check_robot(ckpt, env.robot.name)
+    check_model(ckpt, str(cfg.ppo.model))
+    check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
+    infos = ckpt.get("infos") or {}
+    hint = _config_diff(ckpt, cfg)
+    theirs_groups = infos.get("obs_groups")
+    ours_groups = {k: list(v) for k, v in train_cfg["obs_groups"].items()}
+    if theirs_groups is not None and {k: list(v) for k, v in theirs_groups.items()} != ours_groups:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} was trained with observation groups {theirs_groups}; this "
+            f"config uses {ours_groups}; resume with the same obs and ppo settings.{hint}"
+        )
+    theirs_widths = infos.get("group_widths")
+    if theirs_widths is not None and dict(theirs_widths) != dict(om.group_widths):
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} has observation group widths {dict(theirs_widths)}; this "
+            f"config produces {dict(om.group_widths)}; resume with the same obs settings.{hint}"
+        )
+    obs = env.get_observations()
+    groups = resolve_obs_groups(obs, copy.deepcopy(train_cfg["obs_groups"]), ["actor", "critic"])
+    diffs = []
+    for key, role, outputs in (
+        ("actor_state_dict", "actor", env.num_actions),
+        ("critic_state_dict", "critic", 1),
+    ):
+        cls, kwargs = resolve_class(train_cfg[role])
+        model = cls(obs, groups, role, outputs, **kwargs)
+        diffs += [f"{role} {d}" for d in _shape_diffs(ckpt[key], model.state_dict())]
+    if diffs:
+        raise ValueError(
+            f"checkpoint {ckpt['_path']} does not fit this config's models: "
+            + "; ".join(diffs[:6])
+            + (f" (and {len(diffs) - 6} more)" if len(diffs) > 6 else "")
+            + f". Resume with the settings it was trained with.{hint}"
+        )

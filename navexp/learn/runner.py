@@ -1,0 +1,223 @@
+"""rsl_rl's OnPolicyRunner with what a long run needs: atomic checkpoints that carry the observation
+layout, a guard against non-finite losses, a one-line progress report, and resume that continues the
+iteration count. PPO, the models and the logging stack stay rsl_rl's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from rsl_rl.runners import OnPolicyRunner
+
+from navexp.learn.checkpoint import find_checkpoints, save_atomic
+from navexp.learn.distributed import setup
+from navexp.task.episode_stats import DeviceRing
+
+
+class NonFiniteLossError(FloatingPointError):
+    """PPO produced a NaN/inf loss; training stops before a bad checkpoint is written."""
+
+
+class NavRunner(OnPolicyRunner):
+    """OnPolicyRunner + atomic saves with navexp infos + finite-loss guard + progress line."""
+
+    def __init__(
+        self, env, train_cfg: dict, log_dir: str | None, device: str, infos: dict, quiet: bool = False
+    ) -> None:
+        super().__init__(env, train_cfg, log_dir, device)
+        self.infos = infos
+        self.quiet = quiet
+        self.last_checkpoint: str | None = None
+        self.total_iterations = 0
+        self._last_logged_it: int | None = None
+        self._t_start = time.time()
+        self.iteration_callbacks: list = []
+        """Called as fn(iteration, rolling success rate) after each iteration (the rate averaged over
+        ranks under torchrun, so every rank sees the same value); may raise to stop."""
+        self.recent_success = float("nan")
+        """The rolling success rate after the last iteration (averaged over ranks)."""
+        # rsl_rl records the git state of its own install by default; record this project's instead.
+        self.logger.git_status_repos = [str(Path(__file__).resolve().parents[1])]
+        self._guard_update()
+        self._wrap_logger()
+        # Finished episodes' returns and lengths for Train/mean_reward and Train/mean_episode_length,
+        # collected on the device (rsl_rl's logger selects them by index, a host sync per step).
+        self._returns = DeviceRing(self.logger.rewbuffer.maxlen, self.device)
+        self._lengths = DeviceRing(self.logger.lenbuffer.maxlen, self.device)
+        self.logger.process_env_step = self._process_env_step
+
+    # -- multi-process ---------------------------------------------------------------------
+    def _configure_multi_gpu(self) -> None:
+        """rsl_rl's torchrun setup with Gloo on the CPU as well as NCCL on CUDA.
+
+        rsl_rl 5.5.1 starts an NCCL group and requires ``cuda:<LOCAL_RANK>``; navexp starts the group in
+        ``navexp.learn.distributed.setup`` (which checks the device first) and the runner joins it.
+        """
+        if int(os.getenv("WORLD_SIZE", "1")) <= 1:
+            super()._configure_multi_gpu()
+            return
+        ctx = setup(self.device)  # joins the group train.py started, or starts it for direct use
+        if ctx.device != self.device:
+            raise ValueError(f"NavRunner device {self.device!r} is not this rank's device {ctx.device!r}")
+        self.is_distributed = True
+        self.gpu_world_size, self.gpu_global_rank = ctx.world_size, ctx.rank
+        self.gpu_local_rank = ctx.local_rank
+        self.cfg["multi_gpu"] = {
+            "global_rank": ctx.rank,
+            "local_rank": ctx.local_rank,
+            "world_size": ctx.world_size,
+        }
+
+    def _mean_over_ranks(self, value: float) -> float:
+        """Mean of a per-rank value over the ranks that have one (NaN on a rank counts as none)."""
+        if not self.is_distributed:
+            return value
+        finite = math.isfinite(value)
+        t = torch.tensor([value if finite else 0.0, float(finite)], device=self.device, dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t[0] / t[1]) if t[1] > 0 else float("nan")
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def save(self, path: str, infos: dict | None = None) -> None:
+        """Write the rsl_rl checkpoint atomically, with the observation layout and config in ``infos``."""
+        saved = self.alg.save()
+        saved["iter"] = self.current_learning_iteration
+        saved["infos"] = {**self.infos, **(infos or {})}
+        save_atomic(saved, path)
+        self.last_checkpoint = path
+        self.logger.save_model(path, self.current_learning_iteration)
+
+    def load_for_resume(self, ckpt: dict) -> None:
+        """Restore weights, normalizers, optimizer, adaptive learning rate; go on after its iteration."""
+        self.alg.load(ckpt, None, strict=True)
+        self.current_learning_iteration = int(ckpt["iter"]) + 1
+        self.last_checkpoint = ckpt.get("_path")
+
+    # -- guards and reporting ---------------------------------------------------------------
+    def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """rsl_rl's loop; a policy that diverged inside it (std < 0, NaN parameters in a
+        distribution) stops like a non-finite loss: with the iteration and the last good checkpoint."""
+        try:
+            super().learn(num_learning_iterations, init_at_random_ep_len)
+        except (RuntimeError, ValueError) as e:
+            if not is_divergence(e):
+                raise
+            raise NonFiniteLossError(
+                f"training diverged at iteration {self._current_iteration()}: {type(e).__name__}: "
+                f"{str(e).splitlines()[0][:300]}; last finite checkpoint: "
+                f"{self.last_checkpoint or 'none written yet'}"
+            ) from e
+
+    def _current_iteration(self) -> int:
+        """The iteration in progress (rsl_rl sets current_learning_iteration only after an update)."""
+        return self.current_learning_iteration if self._last_logged_it is None else self._last_logged_it + 1
+
+    def _guard_update(self) -> None:
+        update = self.alg.update
+
+        def guarded_update() -> dict:
+            # The env keeps NaN/inf and overflow flags on the device: raise them before PPO uses data.
+            self.env.check_faults()
+            losses = update()
+            bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
+            params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
+            if bad or not params_ok:
+                raise NonFiniteLossError(
+                    f"non-finite PPO loss at iteration {self._current_iteration()}: "
+                    f"{bad or 'actor parameters'}; "
+                    f"last finite checkpoint: {self.last_checkpoint or 'none written yet'}"
+                )
+            return losses
+
+        self.alg.update = guarded_update
+
+    def _process_env_step(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
+        """rsl_rl's per-step episode bookkeeping, without waiting for the device (navexp configures
+        no RND, so there are no intrinsic rewards to book)."""
+        lg = self.logger
+        if lg.writer is None:
+            return
+        lg.cur_reward_sum += rewards
+        lg.cur_episode_length += 1
+        done = dones > 0
+        self._returns.push(lg.cur_reward_sum, done)
+        self._lengths.push(lg.cur_episode_length, done)
+        lg.cur_reward_sum.masked_fill_(done, 0.0)
+        lg.cur_episode_length.masked_fill_(done, 0.0)
+
+    def _fill_logger_buffers(self) -> None:
+        """Hand the iteration's episode statistics to rsl_rl's logger in the form it reads them."""
+        lg = self.logger
+        for ring, buf in ((self._returns, lg.rewbuffer), (self._lengths, lg.lenbuffer)):
+            buf.clear()
+            buf.extend(ring.values().tolist())
+        episode_log = self.env.pop_episode_log()
+        lg.ep_extras = [episode_log] if episode_log else []
+
+    def _wrap_logger(self) -> None:
+        log = self.logger.log
+
+        def log_with_progress(**kwargs) -> None:
+            self._fill_logger_buffers()
+            # rsl_rl's multi-line block goes to a buffer; its TensorBoard/W&B writes are unchanged.
+            with contextlib.redirect_stdout(io.StringIO()):
+                log(**kwargs)
+            self._last_logged_it = kwargs["it"]
+            self._progress(**kwargs)
+            for fn in self.iteration_callbacks:
+                fn(kwargs["it"], self.recent_success)
+
+        self.logger.log = log_with_progress
+
+    def _progress(
+        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **_
+    ) -> None:
+        lg = self.logger
+        self.last_times = (collect_time, learn_time)
+        steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # all ranks
+        done = it + 1 - start_it
+        elapsed = time.time() - self._t_start
+        eta = elapsed / max(done, 1) * (total_it - it - 1)
+        reward = statistics.mean(lg.rewbuffer) if lg.rewbuffer else float("nan")
+        succ = self._mean_over_ranks(self.env.recent_success_rate())  # a collective: every rank calls it
+        self.recent_success = succ
+        if lg.writer is not None:
+            lg.writer.add_scalar("Perf/collect_steps_per_s", steps / max(collect_time, 1e-9), it)
+            lg.writer.add_scalar("Metrics/success_rate_recent", succ, it)
+        if not self.quiet:
+            print(
+                f"[navexp] it {it + 1:>5}/{total_it} | {steps / (collect_time + learn_time):8.0f} steps/s "
+                f"(collect {collect_time:.2f}s, learn {learn_time:.2f}s) | ETA "
+                f"{datetime.timedelta(seconds=int(eta))} | reward {reward:7.2f} | success {succ:5.1%}",
+                flush=True,
+            )
+
+    def checkpoint_path(self) -> str:
+        return os.path.join(str(self.logger.log_dir), f"model_{self.current_learning_iteration}.pt")
+
+
+DIVERGENCE_PATTERNS = (
+    "std >= 0",  # torch.normal: "normal expects all elements of std >= 0.0"
+    "to satisfy the constraint",  # torch.distributions argument validation (NaN loc/scale)
+    "found invalid values",  # the same validation's message for NaN inputs
+)
+"""Errors raised inside rsl_rl/torch when the policy's parameters or outputs are no longer finite."""
+
+
+def is_divergence(e: BaseException) -> bool:
+    """Whether an error from the learning loop means the policy diverged (not a bug or a config error)."""
+    msg = str(e)
+    return any(p in msg for p in DIVERGENCE_PATTERNS)
+
+
+def latest_checkpoint_in(run_dir: Path) -> Path | None:
+    found = find_checkpoints(run_dir)
+    return found[-1] if found else None

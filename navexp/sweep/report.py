@@ -1,0 +1,246 @@
+"""Study report: best parameters, every trial, parameter importances and plots, next to the study.
+
+    python -m navexp.sweep_report <sweep dir | study .db file | storage URL> [study_name] [--out DIR]
+
+A sweep directory holds ``study.json`` (written by the sweeper) naming the storage and the study.
+The study may still be running: the report is a snapshot and prints the trial counts per state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+from optuna.visualization import matplotlib as ovm
+
+from navexp.experiment.validation import check_path_name
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def _importances(study: optuna.Study, objectives: list[str]) -> dict[str, dict[str, float]]:
+    out = {}
+    for i, name in enumerate(objectives):
+        try:
+            target = None if len(objectives) == 1 else (lambda t, i=i: t.values[i])
+            out[name] = optuna.importance.get_param_importances(study, target=target)
+        except Exception as e:  # too few complete trials, or a constant objective
+            values = {t.values[i] for t in study.trials if t.state == TrialState.COMPLETE}
+            why = (
+                "every complete trial has the same value" if len(values) == 1 else f"{type(e).__name__}: {e}"
+            )
+            out[name] = {"unavailable": why}
+    return out
+
+
+def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    jobs = []
+    if len(objectives) == 1:
+        jobs += [
+            ("optimization_history.png", lambda: ovm.plot_optimization_history(study)),
+            ("param_vs_success.png", lambda: ovm.plot_slice(study)),
+        ]
+    else:
+        for i, name in enumerate(objectives):
+            jobs.append(
+                (
+                    f"optimization_history_{name}.png",
+                    lambda i=i, name=name: ovm.plot_optimization_history(
+                        study, target=lambda t: t.values[i], target_name=name
+                    ),
+                )
+            )
+        jobs.append(
+            (
+                "param_vs_success.png",
+                lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=objectives[0]),
+            )
+        )
+        if len(objectives) == 2:
+            jobs.append(("pareto_front.png", lambda: ovm.plot_pareto_front(study, target_names=objectives)))
+    for fname, make in jobs:
+        if not complete:
+            break
+        try:
+            ax = make()
+            fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+            fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
+            fig.tight_layout()
+            fig.savefig(out / fname, dpi=100)
+            plt.close(fig)
+            made.append(fname)
+        except Exception as e:
+            (out / f"{fname}.error.txt").write_text(f"{type(e).__name__}: {e}\n")
+    return made
+
+
+def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = None) -> Path:
+    """Write summary.json, trials.md, report.md and PNG plots for ``study`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    n_obj = len(study.directions)
+    objectives = list(
+        objectives or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
+    )
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    counts = {s.name: sum(t.state == s for t in trials) for s in TrialState}
+    summary: dict = {
+        "study_name": study.study_name,
+        "objectives": objectives,
+        "directions": [d.name.lower() for d in study.directions],
+        "trial_states": counts,
+    }
+    if complete and n_obj == 1:
+        best = study.best_trial
+        summary.update(
+            best_trial=best.number,
+            best_value=best.value,
+            best_params=best.params,
+            best_run_dir=best.user_attrs.get("run_dir"),
+        )
+    elif complete:
+        summary["pareto_front"] = [
+            {"trial": t.number, "values": t.values, "params": t.params} for t in study.best_trials
+        ]
+    summary["importances"] = _importances(study, objectives) if len(complete) >= 2 else {}
+    plots = _plots(study, out, objectives)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+
+    params = sorted({k for t in trials for k in t.params})
+    metrics = [
+        m
+        for m in ("success_rate", "collision_rate", "timeout_rate", "mean_time_to_goal_s")
+        if m not in objectives
+    ]
+    head = ["trial", "state", *objectives, *params, *metrics, "note"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for t in trials:
+        values = list(t.values) if t.values else [None] * n_obj
+        note = t.user_attrs.get("fail_reason", "")
+        if t.state == TrialState.PRUNED and t.intermediate_values:
+            step = max(t.intermediate_values)
+            note = f"pruned at it {step} ({t.intermediate_values[step]:.3f})"
+        cells = [
+            t.number,
+            t.state.name,
+            *values,
+            *(t.params.get(p) for p in params),
+            *(t.user_attrs.get(m) for m in metrics),
+            note.replace("|", "/")[:120],
+        ]
+        rows.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
+    table = "\n".join(rows)
+    (out / "trials.md").write_text(table + "\n")
+
+    lines = [
+        f"# Study `{study.study_name}`",
+        "",
+        "Objectives: "
+        + ", ".join(f"{o} ({d})" for o, d in zip(objectives, summary["directions"], strict=True))
+        + ". "
+        f"Trials: {', '.join(f'{k} {v}' for k, v in counts.items() if v)}.",
+        "",
+    ]
+    if "best_value" in summary:
+        lines += [
+            f"**Best:** trial {summary['best_trial']}, {objectives[0]} = {summary['best_value']:.4g}",
+            "",
+            "| parameter | value |",
+            "|---|---|",
+            *[f"| {k} | {_fmt(v)} |" for k, v in summary["best_params"].items()],
+            "",
+        ]
+        if summary.get("best_run_dir"):
+            lines += [f"Run directory: `{summary['best_run_dir']}`", ""]
+    if "pareto_front" in summary:
+        lines += [
+            "**Pareto front:**",
+            "",
+            "| trial | " + " | ".join(objectives) + " |",
+            "|---|" + "---|" * len(objectives),
+            *[
+                f"| {p['trial']} | " + " | ".join(_fmt(v) for v in p["values"]) + " |"
+                for p in summary["pareto_front"]
+            ],
+            "",
+        ]
+    lines += ["## Parameter importances (fANOVA)", ""]
+    for name, imp in summary["importances"].items():
+        lines += [f"{name}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in imp.items()), ""]
+    if not summary["importances"]:
+        lines += ["Needs at least 2 complete trials.", ""]
+    lines += ["## Trials", "", table, "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def report_dir(url: str, study_name: str, fallback: Path) -> Path:
+    """Where a study's report goes: next to its sqlite file (``<db dir>/<name>/``), else ``fallback``."""
+    check_path_name("sweep.study_name", study_name)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        return Path(url[len("sqlite:///") :]).parent / study_name
+    return fallback
+
+
+def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
+    p = Path(target)
+    if p.is_dir() and (p / "study.json").is_file():
+        info = json.loads((p / "study.json").read_text())
+        url, name = info["storage"], study_name or info["study_name"]
+        return url, name, report_dir(url, name, p / "report")
+    if p.is_file() and p.suffix == ".db":
+        url = f"sqlite:///{p.resolve()}"
+    elif "://" in target:
+        url = target
+    else:
+        raise FileNotFoundError(
+            f"{target}: give a sweep directory (with study.json), a study .db file or a storage URL"
+        )
+    if study_name is None:
+        names = [s.study_name for s in optuna.get_all_study_summaries(url)]
+        if len(names) != 1:
+            raise ValueError(
+                f"{target} holds studies {names}; name one: python -m navexp.sweep_report {target} NAME"
+            )
+        study_name = names[0]
+    return url, study_name, report_dir(url, study_name, Path("outputs/studies") / study_name)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("target", help="sweep directory, study .db file or storage URL")
+    ap.add_argument("study_name", nargs="?", default=None)
+    ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
+    args = ap.parse_args(argv)
+    url, name, default_out = _resolve(args.target, args.study_name)
+    # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
+    study = optuna.load_study(study_name=name, storage=url)
+    counts = {s.name: n for s in TrialState if (n := sum(t.state == s for t in study.trials))}
+    print(f"study {name}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"))
+    info_objectives = None
+    if Path(args.target, "study.json").is_file():
+        info_objectives = json.loads(Path(args.target, "study.json").read_text()).get("objectives")
+    out = write_report(study, Path(args.out) if args.out else default_out, info_objectives)
+    best = json.loads((out / "summary.json").read_text())
+    if "best_value" in best and not math.isnan(best["best_value"]):
+        print(f"best trial {best['best_trial']}: {best['best_value']:.4g} with {best['best_params']}")
+    print(f"report: {out / 'report.md'}")
+    return out
+

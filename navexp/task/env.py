@@ -1,0 +1,363 @@
+"""NavEnv: the rsl_rl VecEnv that wires the simulator, the terms and the episode bookkeeping.
+
+One ``step(actions)``: clip the body-frame action, let the robot (``navexp.task.robots``) turn it into
+servo targets -> ``decimation`` physics steps -> state -> terminations -> rewards -> masked
+auto-reset of finished worlds -> one LiDAR pass for every world -> observations. Worlds that finish
+with ``auto_reset=False`` are held (zero command, termination reason latched, zero reward) until
+``reset()``. The step never reads a device value on the host (no sync): resets are fixed-shape masked
+writes, and faults are device flags raised every ``check_every`` steps (``check_faults``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
+from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
+from navexp.sim.lidar import LidarRealism, RealismSpec
+from navexp.sim.scene import SceneSpec
+from navexp.task.episode_stats import EpisodeStats
+from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
+from navexp.task.maps import MapSpec
+from navexp.task.maps.pool import LayoutPool
+from navexp.task.maps.random_family import LayoutSpec
+from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path
+from navexp.task.obs.manager import ObservationManager
+from navexp.task.rewards.manager import RewardManager
+from navexp.task.rewards.terminations import compute_terminations
+from navexp.task.robots import make_robot
+from navexp.task.state import EnvDims, NavState
+from navexp.task.validation import validate_env_cfg
+
+
+class NavEnv(VecEnv):
+    """LiDAR navigation in ``num_envs`` parallel MuJoCo Warp worlds (rsl_rl VecEnv contract)."""
+
+    OUTCOME_WINDOW = 1000
+    """Episodes kept for the rolling success rate."""
+
+    def __init__(self, cfg, validated: bool = False) -> None:
+        """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``.
+
+        The env config is validated first unless the caller did (``validated``: a training validates
+        its whole config once, in ``navexp.experiment.validation.validate_run_cfg``)."""
+        env_cfg = cfg.env
+        if not validated:
+            validate_env_cfg(env_cfg)  # before anything is built
+        self.cfg = cfg
+        self.env_cfg = env_cfg
+        self.device = torch.device(resolve_device(str(env_cfg.device)))
+        self.num_envs = int(env_cfg.num_envs)
+        self.robot = make_robot(env_cfg.robot)
+        """Action width and meaning, and the action -> ctrl mapping (``navexp.task.robots``)."""
+        self.num_actions = self.robot.num_actions
+        self.control_dt = env_cfg.sim.timestep_s * env_cfg.sim.decimation
+        self.max_episode_length = int(math.ceil(env_cfg.episode_length_s / self.control_dt - 1e-9))
+        self.auto_reset = bool(env_cfg.auto_reset)
+        self.half_x, self.half_y = env_cfg.room.size_x_m / 2, env_cfg.room.size_y_m / 2
+        robot = env_cfg.robot
+        self.dims = EnvDims(
+            num_beams=env_cfg.lidar.num_beams,
+            max_range_m=env_cfg.lidar.max_range_m,
+            max_lin_vel_mps=robot.max_lin_vel_mps,
+            max_ang_vel_radps=robot.max_ang_vel_radps,
+            num_actions=self.num_actions,
+            position_window=env_cfg.position_window,
+            room_half_x_m=self.half_x,
+            room_half_y_m=self.half_y,
+        )
+        n, dev = self.num_envs, self.device
+        # Terms are resolved before the simulator: a config error costs no kernel compile.
+        self.obs_manager = ObservationManager(cfg.obs, self.dims, n, dev)
+        self.reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, dev)
+        # The analytic nearest-surface query runs only while an active term reads its result.
+        self.needs_clearance = bool(self.obs_manager.reads | self.reward_manager.reads)
+        self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
+        self.map_spec = MapSpec.from_env_cfg(env_cfg)
+        self.scenarios: Layout | None = None
+        if env_cfg.scenarios:
+            fixed = load_scenario_file(
+                resolve_scenario_path(str(env_cfg.scenarios)), self.layout_spec, self.map_spec
+            )
+            self.scenarios = fixed.to(dev)
+        every = env_cfg.check_every
+        if every is None:
+            every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
+        self.check_every = int(every)
+        """Control steps between fault checks (the step path's one host sync)."""
+        self.generator = torch.Generator(device=dev)
+        # Reset layouts come from a device-side pool topped up at the fault checks: it must hold the
+        # most resets possible until the next check (every world, every step; without auto-reset only
+        # reset() takes layouts, and it checks right after).
+        reserve = n * self.check_every if env_cfg.auto_reset else n
+        self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev, maps=self.map_spec)
+        self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
+
+        try:
+            self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
+        except ValueError as e:
+            raise ValueError(
+                f"env.sim.backend={env_cfg.sim.backend!r}, env.device={str(self.device)!r}: {e}"
+            ) from e
+        self.sim = make_sim(self.backend, self._sim_spec(env_cfg))
+        # Config scalars the step reads, resolved once (an OmegaConf read costs tens of microseconds).
+        self.goal_radius_m = float(env_cfg.goal_radius_m)
+        self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
+        self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
+        lidar = env_cfg.lidar
+        realism = RealismSpec.from_lidar_cfg(lidar)
+        self.lidar_realism = LidarRealism(
+            realism, n, lidar.num_beams, lidar.fov_deg, lidar.max_range_m, self.generator, dev
+        )
+        """Clean scan -> the policy's scan (noise, dropout, jitter, bias/scale, min range, quantisation,
+        latency), drawing from the layout/noise generator."""
+        self.check_finite = bool(env_cfg.check_finite)
+        self.state = NavState.zeros(n, self.dims, dev)
+        if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
+            self.state.clearance.fill_(float("nan"))
+            self.state.nearest_dir_body.fill_(float("nan"))
+        obst = env_cfg.obstacles
+        self.layout = Layout.empty(n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots)
+        """[N] the layout each world plays (its map family, seed and shortest path included)."""
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
+        self.held = torch.zeros(n, dtype=torch.bool, device=dev)
+        """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
+        self._world_ids = torch.arange(n, device=dev)
+        self._no_change = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.stats = EpisodeStats([t.name for t in self.reward_manager.terms], self.OUTCOME_WINDOW, dev)
+        self.faults = FaultFlags(n, dev)
+        self.steps_taken = 0
+        """Control steps since construction (host counter, stamps faults)."""
+        self._steps_since_check = 0
+        self._obs = self.obs_manager.zeros()
+        self.reset()
+
+    # -- VecEnv -----------------------------------------------------------------------------
+    def seed(self, seed: int) -> None:
+        """Seed the layout and noise generator (python/numpy/torch are seeded by the app) and draw the
+        layout pool anew (here, not inside a later step: sampling checks its yield on the host)."""
+        self.generator.manual_seed(seed)
+        self.layout_pool.clear()
+        if self.scenarios is None:
+            self.layout_pool.refill()
+
+    def get_observations(self) -> TensorDict:
+        """The observation groups of the current state (policy [, privileged])."""
+        return self._obs
+
+    def reset(self, env_ids: torch.Tensor | None = None) -> TensorDict:
+        """Start new episodes in ``env_ids`` (all worlds when None) and return the observations."""
+        mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        if env_ids is not None:
+            mask.zero_()
+            mask[env_ids.to(self.device)] = True
+        self._reset_where(mask)
+        self.sim.sense(mask)
+        self._read_pose()
+        self._restart_history(mask)
+        self._read_scan(mask, advance=False)
+        self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
+        self._flag_non_finite(self._obs, None)
+        self.faults.end_step(self.steps_taken)  # stamped with the steps taken before this reset
+        self.check_faults()  # not the step path: report a bad start at once
+        return self._obs
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Apply body-frame actions [N, A] in [-1, 1] (A and meaning: ``self.robot``) for one control step.
+
+        Never waits for the device: resets are masked writes, faults are flagged on the device and
+        raised every ``check_every`` steps. Rewards read the scan the action was chosen on (the
+        LiDAR is cast once per step, after the resets, for every world)."""
+        s = self.state
+        active = ~self.held
+        action = self._process_actions(actions) * active.unsqueeze(-1)  # may refuse: nothing changed yet
+        s.prev_action, s.action = s.action, action
+        self._write_ctrl(s.action)
+        self.sim.step()
+        self.faults.flag_overflow(self.sim.overflow)
+        s.prev_goal_dist = s.goal_dist
+        self._read_pose()
+        s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+        self.episode_length_buf += active
+        s.step += active
+        compute_terminations(
+            s,
+            active,
+            self.episode_length_buf,
+            self.max_episode_length,
+            self.goal_radius_m,
+            self.half_x,
+            self.half_y,
+        )
+        rewards = self.reward_manager.compute(s, active)
+        dones = s.success | s.collision | s.out_of_bounds | s.time_out
+        extras = {"time_outs": s.time_out.clone()}
+        self.stats.record(
+            dones,
+            self.reward_manager.take_episode_sums(dones),
+            s.reason,
+            self.episode_length_buf * self.control_dt,
+        )
+        reset_mask = None
+        if self.auto_reset:
+            reset_mask = dones
+            self._reset_where(dones)
+            self._read_pose()  # the reset worlds' new start; the others read the same values again
+            self._restart_history(dones)
+        else:
+            self.held |= dones
+        self.sim.sense(dones if self.auto_reset else self._no_change)
+        self._read_scan(reset_mask)
+        self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
+        self._flag_non_finite(self._obs, rewards)
+        self._end_step()
+        return self._obs, rewards, dones.long(), extras
+
+    def check_faults(self) -> None:
+        """Raise for faults flagged since the last check, naming the worlds and the first step; top up
+        the layout pool when it runs low. One host sync."""
+        self._steps_since_check = 0
+        faulty, pool_low = torch.stack((self.faults.any(), self.layout_pool.low())).tolist()
+        if pool_low and self.scenarios is None:
+            self.layout_pool.refill()
+        if faulty:
+            self.faults.raise_flagged(self._overflow_reason, self.check_every)
+
+    def pop_episode_log(self) -> dict[str, torch.Tensor]:
+        """Means over the episodes finished since the last call, under the dashboard tags."""
+        return self.stats.pop()
+
+    def recent_success_rate(self) -> float:
+        """Success fraction of the last OUTCOME_WINDOW finished episodes (nan before the first)."""
+        return self.stats.recent_success_rate()
+
+    def finished_episodes(self) -> int:
+        """Episodes finished since construction (all worlds); reads one device value."""
+        return int(self.stats.outcomes.count)
+
+    def set_layout_specs(self, layout_spec: LayoutSpec, map_spec: MapSpec) -> None:
+        """Draw every layout from now on from these specs (a curriculum level): the pool is refilled
+        at once, so the next resets take them; episodes in progress keep theirs. The slot counts must
+        stay those the simulator was built with. Waits for the device: call between iterations."""
+        ours = (self.layout_spec.cylinder_slots, self.layout_spec.box_slots, self.layout_spec.wall_slots)
+        theirs = (layout_spec.cylinder_slots, layout_spec.box_slots, layout_spec.wall_slots)
+        assert theirs == ours, f"slots (cylinders, boxes, walls) {theirs} differ from the model's {ours}"
+        self.layout_spec, self.map_spec = layout_spec, map_spec
+        self.layout_pool.spec, self.layout_pool.maps = layout_spec, map_spec
+        if self.scenarios is None:
+            self.layout_pool.refill()
+
+    # -- internals --------------------------------------------------------------------------
+    def _sim_spec(self, env_cfg) -> SimSpec:
+        """The simulator's build values, taken out of the env config once."""
+        sim, lidar = env_cfg.sim, env_cfg.lidar
+        return SimSpec(
+            scene=SceneSpec.from_env_cfg(env_cfg, self.robot),
+            num_worlds=self.num_envs,
+            device=str(self.device),
+            beam_angles_rad=tuple(beam_angles(lidar.num_beams, lidar.fov_deg).tolist()),
+            max_range_m=float(lidar.max_range_m),
+            decimation=int(sim.decimation),
+            nconmax_per_world=int(sim.nconmax_per_world),
+            njmax_per_world=int(sim.njmax_per_world),
+            cuda_graph=bool(sim.cuda_graph),
+            nthread=sim.nthread,
+        )
+
+    def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):
+            shape = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
+            raise ValueError(
+                f"actions must be a tensor of shape ({self.num_envs}, {self.num_actions}); got {shape}"
+            )
+        actions = actions.detach().to(self.device, torch.float32)
+        if self.check_finite:
+            finite = torch.isfinite(actions).all(dim=1)
+            self.faults.flag(ACTIONS, ~finite)
+            actions = torch.where(finite.unsqueeze(-1), actions, 0.0)
+        return actions.clamp(-1.0, 1.0)
+
+    def _write_ctrl(self, a: torch.Tensor) -> None:
+        """Servo targets for the clipped actions [N, A], mapped by the robot at the current poses."""
+        self.robot.write_ctrl(a, self.sim.qpos, self.sim.ctrl)
+
+    def _reset_where(self, mask: torch.Tensor) -> None:
+        """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
+        if self.scenarios is not None:
+            entry = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
+            layout = self.scenarios.index(entry)
+        else:
+            layout = self.layout_pool.take(mask)
+        self.layout.assign_where(mask, layout)
+        self.sim.write_layouts(mask, layout)
+        s = self.state
+        self.episode_length_buf.masked_fill_(mask, 0)
+        self.episode_count += mask
+        self.held &= ~mask
+        s.step = s.step.masked_fill(mask, 0)
+        s.action = s.action.masked_fill(mask.unsqueeze(-1), 0.0)
+        s.prev_action = s.prev_action.masked_fill(mask.unsqueeze(-1), 0.0)
+        s.reason = s.reason.masked_fill(mask, 0)
+        s.success, s.collision = s.success & ~mask, s.collision & ~mask
+        s.out_of_bounds, s.time_out = s.out_of_bounds & ~mask, s.time_out & ~mask
+
+    def _read_pose(self) -> None:
+        """State fields that follow from the simulator's pose, velocity and contact and the goal."""
+        s, sim = self.state, self.sim
+        s.pos_xy, s.yaw = sim.qpos[:, :2].clone(), sim.qpos[:, 2].clone()
+        s.vel_world, s.omega = sim.qvel[:, :2].clone(), sim.qvel[:, 2].clone()
+        s.vel_body = rotate_xy(s.vel_world, -s.yaw)
+        s.goal_xy = self.layout.goal_xy.clone()
+        to_goal = s.goal_xy - s.pos_xy
+        s.goal_dist = to_goal.norm(dim=-1)
+        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
+        s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
+        s.contact = sim.contact.bool()
+        if self.needs_clearance:
+            dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
+            direction = closest.squeeze(1) - s.pos_xy
+            direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+            s.clearance = dist.squeeze(1)
+            s.nearest_dir_body = rotate_xy(direction, -s.yaw)
+
+    def _restart_history(self, mask: torch.Tensor) -> None:
+        """A new episode in the worlds ``mask`` has no past: its window holds the start position, no
+        progress, no contact."""
+        s = self.state
+        s.pos_window = torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window)
+        s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
+        s.contact = s.contact & ~mask
+
+    def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
+        """The clean scan of every world and the policy's realistic one (random draws once per call);
+        ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
+        s = self.state
+        s.scan_clean = self.sim.ranges.clone()
+        s.min_scan = s.scan_clean.min(dim=1).values
+        s.scan = self.lidar_realism(s.scan_clean, restart, advance)
+
+    def _overflow_reason(self, bits: int) -> str:
+        """The simulator's account of an overflow, with where its buffer sizes are configured."""
+        return f"{self.sim.overflow_reason(bits)} (buffer sizes: env.sim.nconmax_per_world, njmax_per_world)"
+
+    def _flag_non_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
+        if not self.check_finite:
+            return
+        f = self.faults
+        f.flag(STATE, ~(torch.isfinite(self.sim.qpos).all(1) & torch.isfinite(self.sim.qvel).all(1)))
+        for g in obs.keys():
+            f.flag(OBSERVATIONS, ~torch.isfinite(obs[g]).all(1))
+        if rewards is not None:
+            f.flag(REWARDS, ~torch.isfinite(rewards))
+
+    def _end_step(self) -> None:
+        self.steps_taken += 1
+        self.faults.end_step(self.steps_taken)
+        self._steps_since_check += 1
+        if self._steps_since_check >= self.check_every:
+            self.check_faults()

@@ -1,0 +1,217 @@
+"""Typed schema of the ``env`` config group (room, obstacles, robot, LiDAR, simulator, map families),
+registered by ``navexp.experiment.config.register_configs`` as ``base_env``. Cross-field checks live in
+``navexp.task.validation.validate_env_cfg``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from navexp.task.maps.families import FAMILIES
+
+
+@dataclass
+class RoomCfg:
+    size_x_m: float = 8.0
+    """Inner length of the room along x (wall face to wall face)."""
+    size_y_m: float = 8.0
+    """Inner length of the room along y."""
+    wall_thickness_m: float = 0.1
+    wall_height_m: float = 1.0
+
+
+@dataclass
+class ObstaclesCfg:
+    cylinder_slots: int = 8
+    """Cylinder obstacles compiled into the model; unused ones are parked below the floor."""
+    box_slots: int = 4
+    """Box obstacles compiled into the model (random yaw per episode)."""
+    wall_slots: int = 0
+    """Wall segments (boxes in slots of their own, after the boxes) compiled into the model; the map
+    families other than ``random`` and occupancy-grid maps place their walls here."""
+    cylinder_count: list[int] = field(default_factory=lambda: [2, 5])
+    """[min, max] cylinders placed per episode (inclusive), max <= cylinder_slots."""
+    box_count: list[int] = field(default_factory=lambda: [1, 3])
+    """[min, max] boxes placed per episode (inclusive), max <= box_slots."""
+    cylinder_radius_m: list[float] = field(default_factory=lambda: [0.15, 0.45])
+    """[min, max] cylinder radius."""
+    box_half_size_m: list[float] = field(default_factory=lambda: [0.15, 0.5])
+    """[min, max] half-extent of a box side (each side drawn independently)."""
+    height_m: float = 1.0
+    wall_margin_m: float = 0.0
+    """Obstacle centres keep at least this distance from the wall faces."""
+
+
+@dataclass
+class RobotCfg:
+    """The ``robot`` config group, placed at ``env.robot`` (``configs/robot/<name>.yaml``)."""
+
+    name: str = "holonomic"
+    """Robot module (``navexp.task.robots``): holonomic | diffdrive. Select with ``robot=<name>``."""
+    radius_m: float = 0.2
+    """Collision radius (a sphere proxy at the LiDAR height: exact for the planar task)."""
+    half_height_m: float = 0.15
+    """Half-height of the reference cylinder body; the sphere centre and the LiDAR sit at this z."""
+    mass_kg: float = 1.0
+    max_lin_vel_mps: float = 1.5
+    """Linear velocity servo ctrlrange (action 1.0 maps to this): vx and vy, or forward (diffdrive)."""
+    max_ang_vel_radps: float = 2.0
+    """Yaw-rate servo ctrlrange."""
+    lin_kv: float = 100.0
+    ang_kv: float = 2.0
+    lin_force_limit_n: float = 200.0
+    ang_torque_limit_nm: float = 20.0
+    params: dict[str, Any] = field(default_factory=dict)
+    """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built)."""
+
+
+@dataclass
+class LidarCfg:
+    num_beams: int = 72
+    fov_deg: float = 360.0
+    """Beams are spread evenly over the field of view, centred on the body x axis."""
+    max_range_m: float = 6.0
+    """Misses and hits beyond this read max_range_m."""
+    range_noise_std_m: float = 0.01
+    """Gaussian range noise (m, standard deviation) on the policy's scan (the privileged clean scan
+    has none). The realism keys below act on the policy's scan too; order and choices:
+    navexp.sim.lidar.LidarRealism."""
+    dropout_prob: float = 0.0
+    """Probability per beam and scan of no return; a dropped beam reads max_range_m (like a miss)."""
+    jitter_deg: float = 0.0
+    """Beam angle error, uniform in +-jitter_deg per beam and scan (at most the beam spacing);
+    realised by interpolating the clean scan towards the neighbouring beam."""
+    range_bias_m: float = 0.0
+    """Added to every range (m), after range_scale."""
+    range_scale: float = 1.0
+    """Every range is multiplied by this (dimensionless calibration error)."""
+    min_range_m: float = 0.0
+    """Readings below this (m) are invalid and read max_range_m (no return); 0: off."""
+    resolution_m: float = 0.0
+    """Ranges rounded to multiples of this (m); 0: off."""
+    latency_steps: int = 0
+    """The policy sees the scan of this many control steps before (0: the current one)."""
+
+
+@dataclass
+class SimCfg:
+    backend: str = "auto"
+    """auto | warp | mujoco | <module>:<Class>. auto: MuJoCo Warp on CUDA, classic MuJoCo (faster there)
+    on the CPU. A class path selects your own backend (navexp.sim.base.Simulator)."""
+    timestep_s: float = 0.02
+    decimation: int = 5
+    """Physics steps per control step: control period = timestep_s * decimation."""
+    nconmax_per_world: int = 8
+    """warp: contact buffer per world (only robot-vs-obstacle pairs collide)."""
+    njmax_per_world: int = 32
+    """warp: constraint rows per world."""
+    cuda_graph: bool = True
+    """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
+    nthread: int | None = None
+    """mujoco: worker threads of the rollout pool; None: every core this process may use (under
+    torchrun, its share)."""
+
+
+def _default_family_weights() -> dict[str, float]:
+    return {name: (1.0 if name == "random" else 0.0) for name in FAMILIES}
+
+
+@dataclass
+class CorridorCfg:
+    walls: list[int] = field(default_factory=lambda: [1, 2])
+    """[min, max] cross walls between start and goal, one gap (door) each; 2 wall slots per wall."""
+
+
+@dataclass
+class StaggeredCfg:
+    walls: list[int] = field(default_factory=lambda: [2, 3])
+    """[min, max] parallel cross walls, gaps at alternating ends (a slalom); 1 wall slot each."""
+
+
+@dataclass
+class CulDeSacCfg:
+    width_m: list[float] = field(default_factory=lambda: [1.2, 2.2])
+    """[min, max] inner width of the U (its opening faces the start); 3 wall slots."""
+    depth_m: list[float] = field(default_factory=lambda: [1.0, 2.0])
+    """[min, max] length of the U's arms."""
+
+
+@dataclass
+class ClutteredCfg:
+    count: list[int] = field(default_factory=lambda: [8, 14])
+    """[min, max] small cylinders (cylinder slots), max <= obstacles.cylinder_slots."""
+    radius_m: list[float] = field(default_factory=lambda: [0.1, 0.25])
+
+
+@dataclass
+class GridMapCfg:
+    cell_m: float = 0.6
+    """Cell of the cellular-automaton grid (BARN style); runs of occupied cells merge into walls."""
+    fill: list[float] = field(default_factory=lambda: [0.35, 0.5])
+    """[min, max] initial probability that a cell is occupied."""
+    smooth_steps: int = 1
+    """Automaton steps: a cell is occupied when >= 5 of its 3x3 neighbourhood (itself included) are."""
+
+
+@dataclass
+class MapsCfg:
+    """Map families mixed by weight (navexp/task/maps/); the default is today's random layouts only."""
+
+    weights: dict[str, float] = field(default_factory=_default_family_weights)
+    """Weight per family (every family is listed so it can be set from the command line):
+    random | corridor | staggered | cul_de_sac | cluttered | grid. Normalised; 0 = off."""
+    rng: str = "stream"
+    """stream: layouts come from one generator stream seeded by seed + layout_seed_offset (today's
+    layouts; no per-layout id). hashed: layout (family, seed) is drawn from a counter-based hash of its
+    id, so it can be regenerated from it, and training and evaluation seeds lie in disjoint ranges."""
+    split: str = "train"
+    """train | eval: the seed range hashed layouts come from (evaluation sets eval)."""
+    check_path: bool | None = None
+    """Reject layouts without a free path from start to goal for the robot radius and record the
+    shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
+    path_cell_m: float = 0.2
+    """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
+    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
+    wall_half_thickness_m: float = 0.1
+    gap_m: list[float] = field(default_factory=lambda: [0.9, 1.4])
+    """[min, max] width of a door (corridor, staggered); must exceed the robot diameter."""
+    corridor: CorridorCfg = field(default_factory=CorridorCfg)
+    staggered: StaggeredCfg = field(default_factory=StaggeredCfg)
+    cul_de_sac: CulDeSacCfg = field(default_factory=CulDeSacCfg)
+    cluttered: ClutteredCfg = field(default_factory=ClutteredCfg)
+    grid: GridMapCfg = field(default_factory=GridMapCfg)
+
+
+@dataclass
+class EnvCfg:
+    num_envs: int = 64
+    """Parallel worlds (mujoco_warp nworld)."""
+    device: str = "auto"
+    """auto | cpu | cuda | cuda:N. auto picks cuda:0 when CUDA is present, else cpu."""
+    room: RoomCfg = field(default_factory=RoomCfg)
+    obstacles: ObstaclesCfg = field(default_factory=ObstaclesCfg)
+    robot: RobotCfg = field(default_factory=RobotCfg)
+    lidar: LidarCfg = field(default_factory=LidarCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
+    episode_length_s: float = 25.0
+    goal_radius_m: float = 0.3
+    min_start_goal_dist_m: float = 2.0
+    spawn_clearance_m: float = 0.15
+    """Free space required around the robot's surface and around the goal at spawn."""
+    position_window: int = 25
+    """Control steps of position history kept (reward terms such as stuck read it)."""
+    auto_reset: bool = True
+    """Reset finished worlds inside step (training). False: hold them until reset() (evaluation)."""
+    maps: MapsCfg = field(default_factory=MapsCfg)
+    scenarios: str | None = None
+    """Fixed-layout YAML (path, or a name in configs/scenarios/), or a ROS map_server map YAML (an
+    occupancy grid, merged into wall slots); worlds cycle through its entries."""
+    layout_seed_offset: int = 0
+    """Added to the seed for layout sampling; evaluation uses a separate, held-out offset."""
+    check_finite: bool = True
+    """Stop with the offending worlds named when actions, state, observations or rewards turn NaN/inf."""
+    check_every: int | None = None
+    """Control steps between fault checks (the one host sync of the step path); faults found in
+    between are kept on the device with their worlds and first step. None: ppo.num_steps_per_env,
+    once per PPO rollout (the runner also checks before every PPO update)."""

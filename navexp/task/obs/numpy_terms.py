@@ -1,0 +1,89 @@
+"""Numpy twins of the deployable observation terms: the same values from raw robot-side inputs.
+
+Torch-free (``navexp.deploy`` imports it on the robot). Each twin is registered under its term's
+name with ``@numpy_twin("<term>")`` and computes ``fn(inputs, params, meta) -> np.ndarray [width]``:
+- ``inputs``: the raw values ``NumpyPolicy.command`` receives, by name: ``scan_m`` [B] ranges (m;
+  NaN/inf read max range), ``goal_body_xy`` [2] (m, body frame), ``vel_body`` [2] forward/left (m/s),
+  ``omega`` (rad/s), ``prev_action`` [A] the last clipped action, plus any extra keyword inputs;
+- ``params``: the term's resolved params as trained (``policy_meta.json`` ``obs.params``);
+- ``meta``: the export metadata (LiDAR geometry, ``scales``).
+A deployable term in ``navexp/task/obs/terms.py`` names its twin (``obs_term(..., numpy_twin=...)``);
+export writes the description (the twin's docstring) and deploy builds the observation from here,
+so a new deployable term needs no edits in either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+NumpyTwin = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], np.ndarray]
+
+NUMPY_TWINS: dict[str, NumpyTwin] = {}
+"""Numpy twins by observation term name."""
+
+
+def numpy_twin(name: str) -> Callable[[NumpyTwin], NumpyTwin]:
+    """Decorator: register ``fn`` as the numpy twin of term ``name``; a duplicate name raises."""
+
+    def deco(fn: NumpyTwin) -> NumpyTwin:
+        if name in NUMPY_TWINS:
+            raise ValueError(f"numpy twin of observation term '{name}' is already registered")
+        NUMPY_TWINS[name] = fn
+        return fn
+
+    return deco
+
+
+def get_twin(name: str) -> NumpyTwin:
+    """The twin of term ``name``; ValueError listing the terms a robot can compute when it has none."""
+    if name not in NUMPY_TWINS:
+        raise ValueError(
+            f"observation term {name!r} is not available on the robot (no numpy twin); "
+            f"available: {sorted(NUMPY_TWINS)}"
+        )
+    return NUMPY_TWINS[name]
+
+
+def describe(name: str) -> str:
+    """First docstring line of the twin of term ``name`` (the export metadata's term description)."""
+    return (get_twin(name).__doc__ or "").strip().splitlines()[0]
+
+
+@numpy_twin("lidar")
+def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """range / max_range_m, clipped to [0, 1]; NaN/inf (no return) reads max range."""
+    max_range = meta["lidar"]["max_range_m"]
+    scan = np.nan_to_num(np.asarray(inputs["scan_m"], dtype=np.float64), nan=max_range, posinf=max_range)
+    return np.clip(scan, 0.0, max_range) / max_range
+
+
+@numpy_twin("goal_polar")
+def goal_polar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """[|g| / dist_scale_m, sin b, cos b]; g: goal (body frame), b = atan2(gy, gx)."""
+    # Files exported before term params were recorded hold the scale under "scales".
+    scale = params.get("dist_scale_m", meta.get("scales", {}).get("goal_dist_scale_m"))
+    gx, gy = (float(v) for v in inputs["goal_body_xy"])
+    b = math.atan2(gy, gx)
+    return np.array([math.hypot(gx, gy) / scale, math.sin(b), math.cos(b)])
+
+
+@numpy_twin("vel_body")
+def vel_body(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """[v_forward, v_left] / max_lin_vel_mps."""
+    return np.asarray(inputs["vel_body"], dtype=np.float64) / meta["scales"]["max_lin_vel_mps"]
+
+
+@numpy_twin("omega")
+def omega(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """yaw rate / max_ang_vel_radps."""
+    return np.array([float(inputs["omega"]) / meta["scales"]["max_ang_vel_radps"]])
+
+
+@numpy_twin("action_prev")
+def action_prev(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """last clipped action (width and order: the action block)."""
+    return np.asarray(inputs["prev_action"], dtype=np.float64)

@@ -1,0 +1,97 @@
+"""Observation terms. Each scales itself to O(1) and declares its width from params and env dims.
+
+DEPLOYABLE terms (a real robot has them) form group ``policy``; SIM_ONLY terms (simulation truth)
+form group ``privileged``. The group follows from the provenance given here, never from YAML. Every
+DEPLOYABLE term has a numpy twin in ``navexp/task/obs/numpy_terms.py`` (torch-free), from which export and
+deploy rebuild it on the robot.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import torch
+
+from navexp.task.obs.numpy_terms import NUMPY_TWINS
+from navexp.task.registry import Registry
+from navexp.task.state import NavState, check_reads
+
+
+class Provenance(StrEnum):
+    DEPLOYABLE = "deployable"
+    SIM_ONLY = "sim_only"
+
+
+GROUP_OF = {Provenance.DEPLOYABLE: "policy", Provenance.SIM_ONLY: "privileged"}
+
+OBS_TERMS = Registry("observation")
+
+
+def obs_term(name: str, provenance: Provenance, width, enabled: bool = True, reads: tuple[str, ...] = ()):
+    """Register an observation term; ``width(params, dims) -> int`` declares its output width.
+
+    ``reads`` names the on-demand NavState fields the term uses (``ON_DEMAND_FIELDS``): the env
+    computes those only while an active term reads them. A DEPLOYABLE term needs its numpy twin
+    (``@numpy_twin(name)`` in ``navexp/task/obs/numpy_terms.py``) registered first."""
+    check_reads(name, reads)
+    if provenance == Provenance.DEPLOYABLE and name not in NUMPY_TWINS:
+        raise ValueError(
+            f"deployable observation term '{name}' has no numpy twin; register one with "
+            f"@numpy_twin({name!r}) in navexp/task/obs/numpy_terms.py (deploy builds the term from it)"
+        )
+    return OBS_TERMS.register(name, provenance=provenance, width=width, enabled=enabled, reads=tuple(reads))
+
+
+@obs_term("lidar", Provenance.DEPLOYABLE, lambda p, d: d.num_beams)
+def lidar(s: NavState) -> torch.Tensor:
+    """[N, B] realistic scan (LiDAR realism model: noise, dropout, ...) / max range, in [0, 1]."""
+    return s.scan / s.dims.max_range_m
+
+
+@obs_term("goal_polar", Provenance.DEPLOYABLE, lambda p, d: 3)
+def goal_polar(s: NavState, dist_scale_m: float = 5.0) -> torch.Tensor:
+    """[N, 3] [goal distance / dist_scale_m, sin bearing, cos bearing] (bearing in the body frame)."""
+    b = s.goal_bearing
+    return torch.stack((s.goal_dist / dist_scale_m, torch.sin(b), torch.cos(b)), dim=-1)
+
+
+@obs_term("vel_body", Provenance.DEPLOYABLE, lambda p, d: 2)
+def vel_body(s: NavState) -> torch.Tensor:
+    """[N, 2] body-frame velocity (forward, left) / max linear speed."""
+    return s.vel_body / s.dims.max_lin_vel_mps
+
+
+@obs_term("omega", Provenance.DEPLOYABLE, lambda p, d: 1)
+def omega(s: NavState) -> torch.Tensor:
+    """[N, 1] yaw rate / max yaw rate."""
+    return (s.omega / s.dims.max_ang_vel_radps).unsqueeze(-1)
+
+
+@obs_term("action_prev", Provenance.DEPLOYABLE, lambda p, d: d.num_actions, enabled=False)
+def action_prev(s: NavState) -> torch.Tensor:
+    """[N, A] the last applied (clipped) action (A and order: the robot's, ``navexp.task.robots``)."""
+    return s.action
+
+
+@obs_term("truth_clearance", Provenance.SIM_ONLY, lambda p, d: 1, reads=("clearance",))
+def truth_clearance(s: NavState) -> torch.Tensor:
+    """[N, 1] true distance to the nearest obstacle/wall surface / max range, clipped to [-1, 1]."""
+    return (s.clearance / s.dims.max_range_m).clamp(-1.0, 1.0).unsqueeze(-1)
+
+
+@obs_term("truth_scan_clean", Provenance.SIM_ONLY, lambda p, d: d.num_beams)
+def truth_scan_clean(s: NavState) -> torch.Tensor:
+    """[N, B] noise-free scan / max range."""
+    return s.scan_clean / s.dims.max_range_m
+
+
+@obs_term("truth_contact", Provenance.SIM_ONLY, lambda p, d: 1)
+def truth_contact(s: NavState) -> torch.Tensor:
+    """[N, 1] 1.0 when the engine reported a robot contact."""
+    return s.contact.float().unsqueeze(-1)
+
+
+@obs_term("truth_nearest_dir", Provenance.SIM_ONLY, lambda p, d: 2, reads=("nearest_dir_body",))
+def truth_nearest_dir(s: NavState) -> torch.Tensor:
+    """[N, 2] unit vector to the nearest obstacle/wall surface point, body frame."""
+    return s.nearest_dir_body

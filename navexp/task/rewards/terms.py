@@ -1,0 +1,94 @@
+"""Reward terms: small functions ``(state, **params) -> [N]`` (unweighted); the config sets weights.
+
+Terms that need history declare it with ``needs_window``: the env config must keep at least that
+many steps of position history, checked when the reward config is built.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from navexp.task.registry import Registry
+from navexp.task.state import NavState, check_reads
+
+REWARD_TERMS = Registry("reward")
+
+
+def reward_term(name: str, needs_window: str | None = None, reads: tuple[str, ...] = ()):
+    """Register a reward term; ``needs_window`` names the param that must be <= env.position_window,
+    ``reads`` the on-demand NavState fields it uses (``ON_DEMAND_FIELDS``)."""
+    check_reads(name, reads)
+    return REWARD_TERMS.register(name, needs_window=needs_window, reads=tuple(reads))
+
+
+@reward_term("goal")
+def goal(s: NavState) -> torch.Tensor:
+    """1 on the step the episode ends in success."""
+    return s.success.float()
+
+
+@reward_term("progress")
+def progress(s: NavState, gamma: float = 1.0) -> torch.Tensor:
+    """Potential-based progress d_{t-1} - d_t (m); gamma < 1 adds (1 - gamma) * d_t.
+
+    With potential phi = -d, gamma * phi(s') - phi(s) = (d_{t-1} - d_t) + (1 - gamma) * d_t.
+    """
+    return s.prev_goal_dist - s.goal_dist + (1.0 - gamma) * s.goal_dist
+
+
+@reward_term("face_goal")
+def face_goal(s: NavState, motion_weighted: bool = True) -> torch.Tensor:
+    """cos(goal bearing), times |v_forward| / v_max when motion_weighted (zero when standing still)."""
+    r = torch.cos(s.goal_bearing)
+    if motion_weighted:
+        r = r * s.vel_body[:, 0].abs() / s.dims.max_lin_vel_mps
+    return r
+
+
+@reward_term("time")
+def time(s: NavState) -> torch.Tensor:
+    """1 every step."""
+    return torch.ones_like(s.goal_dist)
+
+
+@reward_term("near_obstacle")
+def near_obstacle(s: NavState, safe_dist: float = 0.25) -> torch.Tensor:
+    """clip((safe_dist - min_scan) / safe_dist, 0, 1); min_scan from the robot centre (m)."""
+    return ((safe_dist - s.min_scan) / safe_dist).clamp(0.0, 1.0)
+
+
+@reward_term("action_smooth")
+def action_smooth(s: NavState) -> torch.Tensor:
+    """||a_t - a_{t-1}||^2 of the clipped actions."""
+    return (s.action - s.prev_action).square().sum(dim=-1)
+
+
+@reward_term("backward")
+def backward(s: NavState, thresh: float = -0.05) -> torch.Tensor:
+    """max(0, thresh - v_cmd_forward), v_cmd_forward the forward action in [-1, 1]."""
+    return (thresh - s.action[:, 0]).clamp_min(0.0)
+
+
+@reward_term("stuck", needs_window="window")
+def stuck(s: NavState, window: int = 25, min_move: float = 0.30) -> torch.Tensor:
+    """1 when the net displacement over the last ``window`` steps is < min_move (m), once step >= window."""
+    disp = (s.pos_window[:, -1] - s.pos_window[:, -1 - window]).norm(dim=-1)
+    return ((disp < min_move) & (s.step >= window)).float()
+
+
+@reward_term("collision")
+def collision(s: NavState) -> torch.Tensor:
+    """1 when the episode ends in a collision."""
+    return s.collision.float()
+
+
+@reward_term("timeout")
+def timeout(s: NavState) -> torch.Tensor:
+    """1 on the truncation step."""
+    return s.time_out.float()
+
+
+@reward_term("out_of_bounds")
+def out_of_bounds(s: NavState) -> torch.Tensor:
+    """1 when the robot centre left the room."""
+    return s.out_of_bounds.float()

@@ -1,0 +1,232 @@
+"""Checks of the env config that its schema cannot express; they run before anything is built.
+
+``validate_env_cfg`` guards the env group: NavEnv calls it unless the caller has validated the whole
+run already (``navexp.experiment.validation.validate_run_cfg`` calls it once per run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import yaml
+
+from navexp.sim.base import BACKENDS, backend_choices
+from navexp.sim.lidar import RealismSpec, beam_spacing_deg
+from navexp.task.maps.families import FAMILIES, MapSpec, wall_slots_needed
+from navexp.task.maps.random_source import SPLITS
+from navexp.task.maps.scenario_files import resolve_scenario_path
+
+
+def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"env config: {key}={value!r} is invalid; allowed: {allowed}")
+
+
+def _check_range(key: str, value: list, lo: float) -> None:
+    _check(
+        len(value) == 2 and lo <= value[0] <= value[1],
+        key,
+        list(value),
+        f"[min, max] with {lo} <= min <= max",
+    )
+
+
+def validate_env_cfg(cfg: Any) -> None:
+    """Raise ValueError naming the key, the value and what is allowed for an impossible env config."""
+    _check(cfg.num_envs >= 1, "num_envs", cfg.num_envs, "an integer >= 1")
+    dev = str(cfg.device)
+    _check(
+        dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()),
+        "device",
+        dev,
+        "auto | cpu | cuda | cuda:N",
+    )
+    _check_cuda(dev)
+    room, obst, robot, lidar, sim = cfg.room, cfg.obstacles, cfg.robot, cfg.lidar, cfg.sim
+    for key in ("size_x_m", "size_y_m", "wall_thickness_m", "wall_height_m"):
+        _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
+    for key in ("radius_m", "half_height_m", "mass_kg", "max_lin_vel_mps", "max_ang_vel_radps"):
+        _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
+    _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
+    _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
+    walls = getattr(obst, "wall_slots", 0)
+    _check(walls >= 0, "obstacles.wall_slots", walls, ">= 0")
+    _check_range("obstacles.cylinder_count", obst.cylinder_count, 0)
+    _check_range("obstacles.box_count", obst.box_count, 0)
+    _check(
+        obst.cylinder_count[1] <= obst.cylinder_slots,
+        "obstacles.cylinder_count",
+        list(obst.cylinder_count),
+        f"max <= obstacles.cylinder_slots ({obst.cylinder_slots})",
+    )
+    _check(
+        obst.box_count[1] <= obst.box_slots,
+        "obstacles.box_count",
+        list(obst.box_count),
+        f"max <= obstacles.box_slots ({obst.box_slots})",
+    )
+    _check_range("obstacles.cylinder_radius_m", obst.cylinder_radius_m, 1e-3)
+    _check_range("obstacles.box_half_size_m", obst.box_half_size_m, 1e-3)
+    _check(
+        obst.height_m > 2 * robot.half_height_m,
+        "obstacles.height_m",
+        obst.height_m,
+        f"> 2 * robot.half_height_m ({2 * robot.half_height_m}) so the LiDAR plane cuts obstacles",
+    )
+    half_min = min(room.size_x_m, room.size_y_m) / 2
+    _check(
+        cfg.goal_radius_m > 0 and cfg.goal_radius_m < half_min,
+        "goal_radius_m",
+        cfg.goal_radius_m,
+        f"0 < goal_radius_m < half the smaller room side ({half_min})",
+    )
+    _check(
+        robot.radius_m + cfg.spawn_clearance_m < half_min,
+        "robot.radius_m",
+        robot.radius_m,
+        f"radius + spawn_clearance_m < half the smaller room side ({half_min})",
+    )
+    diag = (room.size_x_m**2 + room.size_y_m**2) ** 0.5
+    _check(
+        0 <= cfg.min_start_goal_dist_m < diag - 2 * robot.radius_m,
+        "min_start_goal_dist_m",
+        cfg.min_start_goal_dist_m,
+        f"0 <= value < room diagonal minus robot diameter ({diag:.2f})",
+    )
+    _check(cfg.spawn_clearance_m >= 0, "spawn_clearance_m", cfg.spawn_clearance_m, ">= 0")
+    _check(lidar.num_beams >= 1, "lidar.num_beams", lidar.num_beams, "an integer >= 1")
+    _check(0 < lidar.fov_deg <= 360, "lidar.fov_deg", lidar.fov_deg, "0 < fov_deg <= 360")
+    _check(
+        lidar.max_range_m > robot.radius_m,
+        "lidar.max_range_m",
+        lidar.max_range_m,
+        f"> robot.radius_m ({robot.radius_m})",
+    )
+    _check_lidar_realism(lidar)
+    known = sim.backend == "auto" or sim.backend in BACKENDS or ":" in str(sim.backend)
+    _check(known, "sim.backend", sim.backend, backend_choices())
+    _check(sim.nthread is None or sim.nthread >= 1, "sim.nthread", sim.nthread, "null or an integer >= 1")
+    _check(sim.timestep_s > 0, "sim.timestep_s", sim.timestep_s, "> 0")
+    _check(sim.decimation >= 1, "sim.decimation", sim.decimation, "an integer >= 1")
+    _check(sim.nconmax_per_world >= 1, "sim.nconmax_per_world", sim.nconmax_per_world, ">= 1")
+    _check(sim.njmax_per_world >= 1, "sim.njmax_per_world", sim.njmax_per_world, ">= 1")
+    control_dt = sim.timestep_s * sim.decimation
+    _check(
+        cfg.episode_length_s >= control_dt,
+        "episode_length_s",
+        cfg.episode_length_s,
+        f">= one control period ({control_dt} s)",
+    )
+    _check(cfg.position_window >= 1, "position_window", cfg.position_window, "an integer >= 1")
+    _check(
+        cfg.check_every is None or cfg.check_every >= 1,
+        "check_every",
+        cfg.check_every,
+        "null (once per PPO rollout) or an integer >= 1",
+    )
+    if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
+        _validate_maps(cfg)
+    if cfg.get("scenarios"):
+        check_scenario_file(str(cfg.scenarios))
+
+
+def _validate_maps(cfg: Any) -> None:
+    """The map families (env.maps): known names, weights, seeds, sizes that fit the slots and the room."""
+    maps, obst, robot = cfg.maps, cfg.obstacles, cfg.robot
+    for name, w in maps.weights.items():
+        _check(name in FAMILIES, f"maps.weights.{name}", w, f"a family of {' | '.join(FAMILIES)}")
+        _check(w >= 0, f"maps.weights.{name}", w, ">= 0")
+    _check(sum(maps.weights.values()) > 0, "maps.weights", dict(maps.weights), "at least one weight > 0")
+    _check(maps.rng in ("stream", "hashed"), "maps.rng", maps.rng, "stream | hashed")
+    _check(maps.split in SPLITS, "maps.split", maps.split, " | ".join(SPLITS))
+    _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
+    _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
+    _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
+    _check_range("maps.corridor.walls", maps.corridor.walls, 1)
+    _check_range("maps.staggered.walls", maps.staggered.walls, 1)
+    _check_range("maps.cul_de_sac.width_m", maps.cul_de_sac.width_m, 2 * robot.radius_m + 1e-3)
+    _check_range("maps.cul_de_sac.depth_m", maps.cul_de_sac.depth_m, 1e-3)
+    _check_range("maps.cluttered.count", maps.cluttered.count, 0)
+    _check_range("maps.cluttered.radius_m", maps.cluttered.radius_m, 1e-3)
+    _check_range("maps.grid.fill", maps.grid.fill, 0)
+    _check(maps.grid.fill[1] <= 1, "maps.grid.fill", list(maps.grid.fill), "probabilities in [0, 1]")
+    _check(maps.grid.cell_m > 0, "maps.grid.cell_m", maps.grid.cell_m, "> 0")
+    _check(maps.grid.smooth_steps >= 0, "maps.grid.smooth_steps", maps.grid.smooth_steps, ">= 0")
+    spec = MapSpec.from_env_cfg(cfg)
+    for name, _ in spec.active_families:
+        need = wall_slots_needed(spec, name)
+        _check(
+            obst.wall_slots >= need,
+            "obstacles.wall_slots",
+            obst.wall_slots,
+            f">= {need} for map family {name} (env.maps.weights.{name} > 0)",
+        )
+        if name == "cluttered":
+            _check(
+                maps.cluttered.count[1] <= obst.cylinder_slots,
+                "maps.cluttered.count",
+                list(maps.cluttered.count),
+                f"max <= obstacles.cylinder_slots ({obst.cylinder_slots})",
+            )
+
+
+def _check_lidar_realism(lidar: Any) -> None:
+    """The realism keys of ``env.lidar`` (navexp.sim.lidar.LidarRealism); a key an older run's stored
+    config lacks is checked at its default."""
+    latency = getattr(lidar, "latency_steps", 0)
+    _check(
+        isinstance(latency, int) and not isinstance(latency, bool) and latency >= 0,
+        "lidar.latency_steps",
+        latency,
+        "an integer >= 0 (control steps)",
+    )
+    p = RealismSpec.from_lidar_cfg(lidar)
+    max_r = float(lidar.max_range_m)
+    _check(p.range_noise_std_m >= 0, "lidar.range_noise_std_m", p.range_noise_std_m, ">= 0 (m)")
+    _check(0 <= p.dropout_prob < 1, "lidar.dropout_prob", p.dropout_prob, "0 <= dropout_prob < 1")
+    spacing = beam_spacing_deg(int(lidar.num_beams), float(lidar.fov_deg))
+    _check(
+        0 <= p.jitter_deg <= spacing,
+        "lidar.jitter_deg",
+        p.jitter_deg,
+        f"0 <= jitter_deg <= the beam spacing ({spacing:g} deg for {lidar.num_beams} beams over "
+        f"{lidar.fov_deg:g} deg)",
+    )
+    _check(
+        abs(p.range_bias_m) < max_r, "lidar.range_bias_m", p.range_bias_m, f"|bias| < max_range_m ({max_r})"
+    )
+    _check(0 < p.range_scale <= 2, "lidar.range_scale", p.range_scale, "0 < range_scale <= 2")
+    _check(
+        0 <= p.min_range_m < max_r, "lidar.min_range_m", p.min_range_m, f"0 <= value < max_range_m ({max_r})"
+    )
+    _check(
+        0 <= p.resolution_m < max_r,
+        "lidar.resolution_m",
+        p.resolution_m,
+        f"0 <= value < max_range_m ({max_r})",
+    )
+
+
+def _check_cuda(device: str) -> None:
+    """A CUDA device on a machine without CUDA fails here, before a preset or a buffer is chosen."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"env config: device={device!r} but CUDA is not available on this machine; "
+            f"allowed here: auto | cpu"
+        )
+
+
+def check_scenario_file(name_or_path: str) -> None:
+    """Parse a scenario YAML; a syntax error names the file, line and column (not ``<unicode string>``)."""
+    file = resolve_scenario_path(name_or_path)
+    try:
+        with open(file) as f:
+            yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
+        problem = getattr(e, "problem", None) or str(e)
+        raise ValueError(
+            f"env.scenarios={name_or_path!r}: {file} is not valid YAML at {where}: {problem}"
+        ) from None
