@@ -1,4 +1,6 @@
-"""Shared helpers: small CPU worlds built from the app's own config (kernels compile once per session)."""
+"""Shared helpers: small CPU worlds built from the app's own config (kernels compile once per session),
+the one tiny training config ``TINY`` and the session-scoped ``tiny_run`` fixture that trains each
+distinct tiny run once per session."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from navexp import compose_config, make_env
+from navexp.train import run
 
 BASE = ["env.device=cpu", "env.lidar.range_noise_std_m=0.0"]
 
-TINY_TRAIN = [
+TINY = [
     "env.device=cpu",
     "env.num_envs=4",
     "env.episode_length_s=1.0",
@@ -24,6 +27,28 @@ TINY_TRAIN = [
 16-step rollouts, 2 PPO iterations. The final evaluation skips the free-path check (it would draw the
 shortest path of 256 pool layouts per suite entry, 2-4 s each on 2 loaded cores), so its SPL and BARN
 score are left out; tests/test_suites.py turns it back on."""
+
+
+NO_MEDIA = ["eval.plot_episodes=0", "eval.video_episodes=0"]
+"""No trajectory figures or GIF at the end of a tiny run (tests that check them leave these out)."""
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """``tiny_run(overrides) -> run dir``: a finished in-process training (``navexp.train.run``) with
+    these overrides (start from ``TINY``), trained once per session and shared by every test that asks
+    for the same overrides. Tests that write into the run dir ask for a list of their own."""
+    runs: dict[tuple[str, ...], Path] = {}
+
+    def get(overrides: list[str]) -> Path:
+        key = tuple(overrides)
+        if key not in runs:
+            d = tmp_path_factory.mktemp("tiny_run") / "run"
+            run(compose_config(list(key)), d, list(key), quiet=True)
+            runs[key] = d
+        return runs[key]
+
+    return get
 
 
 def build_env(*overrides: str):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import BASE, TINY_TRAIN
+from conftest import BASE, TINY
 from hydra.errors import ConfigCompositionException
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -214,8 +214,8 @@ def test_unknown_key_fails_at_compose():
 # -- training ----------------------------------------------------------------------------------
 # 1 s episodes from >= 2 m away at <= 1.5 m/s never succeed: the rolling rate is 0 < demote_below,
 # so with min_episodes=1 the level falls by one after every iteration until 0.
-TINY = [
-    *TINY_TRAIN,
+RUN = [
+    *TINY,
     "ppo.save_interval=1",
     "eval.enabled=false",
     "size=none",
@@ -238,7 +238,7 @@ def test_training_logs_checkpoints_and_resumes_the_level(tmp_path, capsys):
     """Curriculum/level is logged per iteration (the level it trained on), changes are printed, the
     state is in every checkpoint, and resume continues at the saved level, not at start_level."""
     run_dir = tmp_path / "run"
-    run(compose_config(TINY), run_dir, TINY, quiet=False)
+    run(compose_config(RUN), run_dir, RUN, quiet=False)
     out = capsys.readouterr().out
     assert "curriculum: level 2 of 2" in out
     assert "curriculum down: level 2 -> 1 of 2 after iteration 1" in out
@@ -252,7 +252,7 @@ def test_training_logs_checkpoints_and_resumes_the_level(tmp_path, capsys):
     assert states["model_1.pt"]["changes"] == 2 and states["model_1.pt"]["iterations_since_change"] == 0
     assert json.loads((run_dir / "run_info.json").read_text())["curriculum"]["level"] == 0
 
-    resumed = [*TINY, "ppo.max_iterations=3", f"resume={run_dir}"]
+    resumed = [*RUN, "ppo.max_iterations=3", f"resume={run_dir}"]
     run(compose_config(resumed), tmp_path / "ignored", resumed, quiet=False)
     out = capsys.readouterr().out
     assert "curriculum: level 0 of 2 (resumed)" in out
@@ -271,18 +271,19 @@ def test_training_logs_checkpoints_and_resumes_the_level(tmp_path, capsys):
 def test_resume_without_the_curriculum_says_so(tmp_path, capsys):
     """A curriculum checkpoint resumed with curriculum=none trains on the env's layouts and says so."""
     run_dir = tmp_path / "run"
-    short = [*TINY, "ppo.max_iterations=1"]
+    short = [*RUN, "ppo.max_iterations=1"]
     run(compose_config(short), run_dir, short, quiet=True)
-    plain = [*TINY_TRAIN, "eval.enabled=false", "size=none", f"resume={run_dir}"]
+    plain = [*TINY, "eval.enabled=false", "size=none", f"resume={run_dir}"]
     run(compose_config(plain), tmp_path / "ignored", plain, quiet=False)
     assert "trained with a curriculum (level 1); curriculum=none" in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_ranks_agree_under_torchrun(tmp_path):
     """2 CPU ranks: rank 0's decisions reach rank 1, both end at the same state (run_info.json)."""
     from test_distributed import finish, run_dirs, torchrun
 
-    rc, out = finish(torchrun(tmp_path, *TINY))
+    rc, out = finish(torchrun(tmp_path, *RUN))
     assert rc == 0, out[-4000:]
     (run_dir,) = run_dirs(tmp_path)
     info = json.loads((run_dir / "run_info.json").read_text())

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY
 
 from navexp.learn.distributed import rank_device, tensor_digest, worker_hydra_overrides
 
 ROOT = Path(__file__).parents[1]
-TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
+RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
 
 
 def torchrun(cwd: Path, *overrides: str, nproc: int = 2) -> subprocess.Popen:
@@ -54,11 +54,12 @@ def ckpt_digest(path: Path) -> str:
 def two_rank_run(tmp_path_factory) -> tuple[Path, str]:
     """One 2-iteration run on 2 CPU ranks (4 worlds each), started from an empty directory."""
     cwd = tmp_path_factory.mktemp("torchrun")
-    rc, out = finish(torchrun(cwd, *TINY))
+    rc, out = finish(torchrun(cwd, *RUN))
     assert rc == 0, out[-4000:]
     return cwd, out
 
 
+@pytest.mark.e2e
 def test_two_ranks_write_one_run_directory(two_rank_run):
     """Exit 0; Hydra's default directory exists once; one eval.json, checkpoints 0 and 1, one event file."""
     cwd, out = two_rank_run
@@ -77,6 +78,7 @@ def test_two_ranks_write_one_run_directory(two_rank_run):
     assert out.count("[navexp] it     1/2") == 1 and out.count("[navexp] it     2/2") == 1
 
 
+@pytest.mark.e2e
 def test_ranks_have_own_seed_layouts_and_thread_share(two_rank_run):
     """Rank r uses seed 42 + r; the first layouts differ; each rank prints and records its threads."""
     cwd, out = two_rank_run
@@ -95,6 +97,7 @@ def test_ranks_have_own_seed_layouts_and_thread_share(two_rank_run):
         assert f"{share} torch thread(s), {min(share, 4)} MuJoCo rollout thread(s)" in out
 
 
+@pytest.mark.e2e
 def test_policy_identical_on_both_ranks_after_updates(two_rank_run):
     """After 2 PPO updates on different data, both ranks hold bitwise the same actor and critic, and it
     is the policy of the final checkpoint (gradients and normalizer statistics were all-reduced)."""
@@ -106,13 +109,14 @@ def test_policy_identical_on_both_ranks_after_updates(two_rank_run):
     assert ckpt_digest(run / "model_0.pt") != digests[0]  # the second update changed the policy
 
 
+@pytest.mark.e2e
 def test_resume_under_torchrun_continues_on_both_ranks(two_rank_run, tmp_path):
     """resume=<run> with ppo.max_iterations=3: both ranks start at iteration 2 from model_1.pt and
     rank 0 writes model_2.pt into the same run directory."""
     src, _ = two_rank_run
     run = tmp_path / "run"
     shutil.copytree(run_dirs(src)[0], run)
-    rc, out = finish(torchrun(tmp_path, *TINY, "ppo.max_iterations=3", "eval.enabled=false", f"resume={run}"))
+    rc, out = finish(torchrun(tmp_path, *RUN, "ppo.max_iterations=3", "eval.enabled=false", f"resume={run}"))
     assert rc == 0, out[-4000:]
     info = json.loads((run / "run_info.json").read_text())
     assert [r["start_iteration"] for r in info["ranks"]] == [2, 2]
@@ -128,10 +132,11 @@ def test_resume_under_torchrun_continues_on_both_ranks(two_rank_run, tmp_path):
     )
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_both_ranks_with_rank0_checkpoint(tmp_path):
     """SIGINT to the whole process group (Ctrl-C) after iteration 3 is printed: both ranks finish the
     iteration in progress and stop; rank 0 saves it; nothing hangs."""
-    proc = torchrun(tmp_path, *TINY, "ppo.max_iterations=200", "ppo.save_interval=100", "hydra.run.dir=run")
+    proc = torchrun(tmp_path, *RUN, "ppo.max_iterations=200", "ppo.save_interval=100", "hydra.run.dir=run")
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -176,9 +181,9 @@ def test_device_error_from_the_app_under_torchrun(tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)
     built = []
     monkeypatch.setattr(NavEnv, "__init__", lambda self, cfg, **kw: built.append(cfg))
-    cfg = compose_config([*TINY, "env.device=cuda:1"])
+    cfg = compose_config([*RUN, "env.device=cuda:1"])
     with pytest.raises(ValueError, match=r"env.device='cuda:1' does not match this process \(LOCAL_RANK=0"):
-        run(cfg, tmp_path / "run", TINY)
+        run(cfg, tmp_path / "run", RUN)
     assert built == [] and not (tmp_path / "run").exists()
 
 

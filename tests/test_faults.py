@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY
 
 from navexp import compose_config
 from navexp.train import run
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    *TINY_TRAIN,
+RUN = [
+    *TINY,
     "ppo.max_iterations=1",
     "ppo.save_interval=1",
     "eval.num_episodes=4",
@@ -50,14 +50,13 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
+def trained(tiny_run) -> Path:
     """A finished one-iteration run: model_0.pt, config.yaml, run_info.json, eval.json."""
-    run_dir = tmp_path_factory.mktemp("faults") / "run"
-    run(compose_config(TINY), run_dir, TINY, quiet=True)
-    return run_dir
+    return tiny_run(RUN)
 
 
 # -- 1. one owner per run directory ---------------------------------------------------------------
+@pytest.mark.e2e
 def test_second_training_on_a_locked_run_dir_fails_naming_the_owner(tmp_path):
     """A run dir held by a live process: a training there fails at once with that pid; nothing written."""
     run_dir = tmp_path / "busy"
@@ -74,7 +73,7 @@ def test_second_training_on_a_locked_run_dir_fails_naming_the_owner(tmp_path):
         from navexp.experiment.rundir import RunDirBusyError
 
         with pytest.raises(RunDirBusyError, match=rf"in use by another training \(pid {holder.pid} on host"):
-            run(compose_config(TINY), run_dir, TINY, quiet=True)
+            run(compose_config(RUN), run_dir, RUN, quiet=True)
         assert snapshot(run_dir) == before
     finally:
         holder.stdin.close()
@@ -116,14 +115,15 @@ def test_new_training_in_a_finished_run_dir_is_refused(trained):
     with pytest.raises(
         FileExistsError, match=r"already holds a run \(run_info.json, config.yaml, model_0.pt\)"
     ):
-        run(compose_config(TINY), trained, TINY, quiet=True)
+        run(compose_config(RUN), trained, RUN, quiet=True)
     assert snapshot(trained) == before
 
 
+@pytest.mark.e2e
 def test_app_refuses_a_finished_run_dir_before_hydra_writes_into_it(trained):
     """`python -m navexp.train hydra.run.dir=<run>`: refused before Hydra's .hydra/ copy is written."""
     before = snapshot(trained)
-    cmd = [sys.executable, "-m", "navexp.train", *TINY, f"hydra.run.dir={trained}"]
+    cmd = [sys.executable, "-m", "navexp.train", *RUN, f"hydra.run.dir={trained}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert proc.returncode != 0 and "already holds a run (run_info.json" in proc.stderr, proc.stderr[-2000:]
@@ -163,7 +163,7 @@ def test_incompatible_resume_names_both_sides_and_touches_nothing(trained, tmp_p
     """resume= with another obs layout or model size: ValueError naming both; the run dir is unchanged."""
     before = snapshot(trained)
     with pytest.raises(ValueError, match=message):
-        run(compose_config([*TINY, override, f"resume={trained}"]), tmp_path / "x", TINY, quiet=True)
+        run(compose_config([*RUN, override, f"resume={trained}"]), tmp_path / "x", RUN, quiet=True)
     assert snapshot(trained) == before and not (tmp_path / "x").exists()
 
 
@@ -189,7 +189,7 @@ def test_checkpoint_that_runs_code_is_refused_without_running(tmp_path):
     with pytest.raises(ValueError, match=r"was refused: loading it needs code.*GLOBAL posix.system"):
         evaluate.main([f"checkpoint={evil}"])
     with pytest.raises(ValueError, match="was refused"):
-        run(compose_config([*TINY, f"resume={evil}"]), tmp_path / "x", TINY, quiet=True)
+        run(compose_config([*RUN, f"resume={evil}"]), tmp_path / "x", RUN, quiet=True)
     assert not marker.exists() and snapshot(tmp_path) == before
 
 
@@ -253,7 +253,7 @@ def test_cuda_device_without_cuda_is_a_config_error(tmp_path, device):
     with pytest.raises(
         ValueError, match=rf"env config: device='{device}' but CUDA is not available.*auto \| cpu"
     ):
-        run(compose_config([*TINY, f"env.device={device}", "size=auto"]), tmp_path / "x", [], quiet=True)
+        run(compose_config([*RUN, f"env.device={device}", "size=auto"]), tmp_path / "x", [], quiet=True)
     assert not (tmp_path / "x").exists()
 
 
@@ -265,7 +265,7 @@ def test_path_forming_names_are_refused(tmp_path):
     from navexp.sweep.sweeper import study_paths
 
     with pytest.raises(ValueError, match=r"experiment_name='../../x' is invalid.*no '\.\.'"):
-        run(compose_config([*TINY, "experiment_name=../../x"]), tmp_path / "x", TINY, quiet=True)
+        run(compose_config([*RUN, "experiment_name=../../x"]), tmp_path / "x", RUN, quiet=True)
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("config", overrides=["experiment_name=../../x"], return_hydra_config=True)
     with pytest.raises(Exception, match=r"experiment_name='../../x' is invalid"):
@@ -306,7 +306,7 @@ def test_std_error_from_rsl_rl_names_iteration_and_last_good_checkpoint(tmp_path
         return act(self, obs)
 
     monkeypatch.setattr(PPO, "act", diverging_act)
-    overrides = [*TINY, "ppo.max_iterations=3", "eval.enabled=false"]
+    overrides = [*RUN, "ppo.max_iterations=3", "eval.enabled=false"]
     with pytest.raises(
         NonFiniteLossError,
         match=r"diverged at iteration 1: RuntimeError: normal expects all elements of std >= 0.0; "
@@ -331,7 +331,7 @@ def test_std_error_from_rsl_rl_names_iteration_and_last_good_checkpoint(tmp_path
 def test_impossible_ppo_sizes_fail_before_training(tmp_path, override, message):
     """More mini-batches than transitions, or no iteration at all: ValueError before any env or file."""
     with pytest.raises(ValueError, match=message):
-        run(compose_config([*TINY, override]), tmp_path / "x", [*TINY, override], quiet=True)
+        run(compose_config([*RUN, override]), tmp_path / "x", [*RUN, override], quiet=True)
     assert not (tmp_path / "x").exists()
 
 
@@ -449,7 +449,7 @@ def test_evaluation_without_out_writes_its_own_file_with_its_record(trained):
     assert written["checkpoint"] == str(trained / "model_0.pt") and written["overrides"] == overrides
     assert written["scenario_file"] is None and written["layout_seed"] == LAYOUT_SEED
     own = json.loads((trained / "eval.json").read_text())
-    assert own["layout_seed"] == LAYOUT_SEED and own["overrides"] == TINY
+    assert own["layout_seed"] == LAYOUT_SEED and own["overrides"] == RUN
     (trained / new[0]).unlink()
 
 
@@ -457,7 +457,7 @@ def test_evaluation_refuses_a_default_file_holding_another_evaluation(trained):
     """A file at the default name that records another checkpoint is left alone; nothing runs."""
     from navexp import evaluate
 
-    cfg = compose_config(TINY)
+    cfg = compose_config(RUN)
     target = evaluate.default_output(str(trained / "model_0.pt"), cfg, ["env=empty"])
     assert target.name == f"eval_model_0_empty_{LAYOUT_SEED}.json"
     target.write_text(json.dumps({"checkpoint": "elsewhere/model_7.pt", "overrides": ["env=empty"]}))

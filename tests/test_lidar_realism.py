@@ -229,7 +229,7 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     """A tiny run trained with dropout 0.05 and latency 1: its evaluation env uses those settings,
     `env.lidar.dropout_prob=0 env.lidar.latency_steps=0` on the evaluate command line turns them off
     (the evaluation runs and counts its episodes), and the export metadata records them."""
-    from conftest import TINY_TRAIN
+    from conftest import TINY
 
     from navexp import evaluate
     from navexp.deploy.export import metadata
@@ -238,7 +238,7 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     from navexp.train import run
 
     overrides = [
-        *TINY_TRAIN, "ppo.save_interval=1", "eval.enabled=false", "size=none",
+        *TINY, "ppo.save_interval=1", "eval.enabled=false", "size=none",
         "env.lidar.dropout_prob=0.05", "env.lidar.latency_steps=1",
     ]  # fmt: skip
     run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)

@@ -8,43 +8,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import NO_MEDIA, TINY
 from tensordict import TensorDict
 
 from navexp import compose_config
 from navexp.train import run
 
-TINY = [
-    *TINY_TRAIN,
-    "ppo.save_interval=1",
-    "eval.num_episodes=3",
-    "eval.plot_episodes=0",
-    "eval.video_episodes=0",
-    "size=none",
-]
+RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=3", *NO_MEDIA, "size=none"]
 """2 iterations on 4 worlds; the final evaluation runs 3 worlds, so an RNN's state from training (4
 worlds) must be dropped when the evaluation starts."""
 
 KINDS = {"rnn": ["ppo.model=rnn", "ppo.rnn_hidden_dim=32"], "cnn": ["ppo.model=cnn"]}
 
 
-_RUNS: dict[str, Path] = {}
-
-
-def tiny_run(kind: str, tmp_path_factory) -> Path:
-    """The tiny run of ``kind``, trained once per session."""
-    if kind not in _RUNS:
-        d = tmp_path_factory.mktemp(kind) / "run"
-        overrides = [*TINY, *KINDS[kind]]
-        run(compose_config(overrides), d, overrides, quiet=True)
-        _RUNS[kind] = d
-    return _RUNS[kind]
-
-
 @pytest.fixture(scope="module", params=sorted(KINDS))
-def trained(request, tmp_path_factory) -> tuple[str, Path]:
-    """One tiny run per model kind, shared by the tests of this module."""
-    return request.param, tiny_run(request.param, tmp_path_factory)
+def trained(request, tiny_run) -> tuple[str, Path]:
+    """One tiny run per model kind, trained once per session (conftest's ``tiny_run``)."""
+    return request.param, tiny_run([*RUN, *KINDS[request.param]])
 
 
 def record(run_dir: Path, steps: int = 24):
@@ -196,7 +176,7 @@ def test_resume_or_evaluate_with_another_model_fails(trained, tmp_path):
     before = sorted(p.name for p in run_dir.iterdir())
     msg = rf"holds a ppo.model='{kind}' policy; this config uses ppo.model='{other}'"
     with pytest.raises(ValueError, match=msg):
-        overrides = [*TINY, f"ppo.model={other}", f"resume={run_dir}"]
+        overrides = [*RUN, f"ppo.model={other}", f"resume={run_dir}"]
         run(compose_config(overrides), tmp_path / "x", overrides, quiet=True)
     with pytest.raises(ValueError, match=msg):
         evaluate.main([f"checkpoint={run_dir}", f"ppo.model={other}", f"out={tmp_path / 'e.json'}"])
@@ -274,7 +254,7 @@ def test_bad_model_settings_fail_before_anything_is_built(override, message, tmp
     )
     if "lidar" in override:
         model = ["ppo.model=cnn"]
-    overrides = [*TINY, *model, override]
+    overrides = [*RUN, *model, override]
     with pytest.raises(ValueError, match=message):
         run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     assert not (tmp_path / "run").exists()
@@ -408,7 +388,7 @@ class StateSpy:
         return self.actor(obs)
 
 
-def test_evaluation_starts_every_episode_from_the_zero_state(tmp_path_factory):
+def test_evaluation_starts_every_episode_from_the_zero_state(tiny_run):
     """4 episodes on 2 worlds = 2 rounds: each round starts from no state (rsl_rl then uses zeros), and
     after a step that ends world w, the next call sees world w's state all zeros and the other
     world's state non-zero."""
@@ -416,7 +396,7 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tmp_path_factory):
     from navexp.experiment.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
 
-    ckpt = load_checkpoint(tiny_run("rnn", tmp_path_factory))
+    ckpt = load_checkpoint(tiny_run([*RUN, *KINDS["rnn"]]))
     ev = EvalRun.build(ckpt, load_run_config(ckpt, ["eval.num_envs=2", "eval.num_episodes=4"]))
     ev.actor.reset(None)
     ev.actor(ev.env.get_observations())  # a state left over from before the evaluation

@@ -9,20 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY
 
-from navexp import compose_config
-from navexp.train import run
-
-TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=4", "eval.plot_episodes=4", "size=none"]
+RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=4", "eval.plot_episodes=4", "size=none"]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
+def run_dir(tiny_run) -> Path:
     """One tiny trained run shared by the tests of this module."""
-    d = tmp_path_factory.mktemp("play") / "run"
-    run(compose_config(TINY), d, TINY, quiet=True)
-    return d
+    return tiny_run(RUN)
 
 
 @pytest.fixture(scope="module")

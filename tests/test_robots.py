@@ -115,13 +115,13 @@ def test_diffdrive_export_and_deploy_have_action_width_2(tmp_path):
 
     import numpy as np
     import onnxruntime as ort
-    from conftest import TINY_TRAIN
+    from conftest import TINY
 
     from navexp import export
     from navexp.deploy import NumpyPolicy
     from navexp.learn.checkpoint import load_checkpoint
 
-    overrides = [*TINY_TRAIN, "robot=diffdrive", "obs.terms.action_prev.enabled=true", "size=none"]
+    overrides = [*TINY, "robot=diffdrive", "obs.terms.action_prev.enabled=true", "size=none"]
     overrides += ["eval.num_episodes=2", "eval.plot_episodes=0"]
     run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     ckpt = load_checkpoint(tmp_path / "run")

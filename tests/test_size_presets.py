@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import TINY_TRAIN
+from conftest import TINY
 from omegaconf import OmegaConf
 
 from navexp import compose_config
@@ -25,6 +25,7 @@ def app(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(torch.cuda.is_available(), reason="size=auto resolves to cpu only without CUDA")
 def test_run_config_equals_hydra_composed_config(tmp_path):
     """A real tiny run with the default size=auto: .hydra/config.yaml and config.yaml hold the same
@@ -32,7 +33,7 @@ def test_run_config_equals_hydra_composed_config(tmp_path):
     command line's env.num_envs=4 beat the preset's 256."""
     run_dir = tmp_path / "run"
     proc = app(
-        *TINY_TRAIN,
+        *TINY,
         "eval.num_episodes=4",
         "eval.plot_episodes=0",
         "eval.video_episodes=0",
@@ -109,6 +110,7 @@ def test_size_auto_resolves_from_the_device_before_composing():
     assert size_override_argv(["prog", "-m", "size=auto,none"], cuda_available=False)[-1] == "size=cpu,none"
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(torch.cuda.is_available(), reason="size=auto resolves to cpu only without CUDA")
 def test_app_composes_the_cpu_preset_here():
     """`python -m navexp.train --cfg job` (composes, runs nothing) shows size cpu and 256 worlds;
@@ -120,6 +122,7 @@ def test_app_composes_the_cpu_preset_here():
     assert compose_config(["size=auto"]).env.num_envs == 256
 
 
+@pytest.mark.e2e
 def test_invalid_size_names_the_valid_options():
     """size=big: an error naming the value and auto | cpu | gpu | none, from the API and from the app."""
     with pytest.raises(ValueError, match=r"size='big' is invalid; allowed: auto \| cpu \| gpu \| none"):

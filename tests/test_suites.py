@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
@@ -19,8 +19,8 @@ from navexp.task.env import NavEnv
 from navexp.train import run
 
 RATES = ("success_rate", "collision_rate", "timeout_rate", "out_of_bounds_rate")
-TINY = [
-    *TINY_TRAIN,
+RUN = [
+    *TINY,
     "env.maps.check_path=null",  # the evaluation draws shortest paths (SPL, BARN)
     "eval.num_episodes=4",
     "eval.plot_episodes=0",
@@ -113,11 +113,9 @@ def test_driving_straight_to_the_goal_scores_spl_1_and_barn_one_quarter(scenario
 
 
 @pytest.fixture(scope="module")
-def suite_run(tmp_path_factory) -> Path:
+def suite_run(tiny_run) -> Path:
     """A tiny trained run whose final evaluation is the default suite (room, dense)."""
-    d = tmp_path_factory.mktemp("suite") / "run"
-    run(compose_config(TINY), d, TINY, quiet=True)
-    return d
+    return tiny_run(RUN)
 
 
 def test_the_final_evaluation_writes_every_suite_entry_to_eval_json_and_tensorboard(suite_run):
@@ -180,7 +178,7 @@ def test_an_unknown_suite_fails_listing_the_shipped_ones(suite_run, tmp_path):
     with pytest.raises(ValueError, match=r"suite='nope' is unknown; allowed: default \| families"):
         evaluate.main([f"checkpoint={suite_run}", "suite=nope"])
     with pytest.raises(ValueError, match=r"suite='nope' is unknown; allowed: default \| families"):
-        run(compose_config([*TINY, "eval.suite=nope"]), tmp_path / "x", TINY, quiet=True)
+        run(compose_config([*RUN, "eval.suite=nope"]), tmp_path / "x", RUN, quiet=True)
     assert not (tmp_path / "x").exists()
 
 

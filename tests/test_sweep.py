@@ -11,11 +11,13 @@ import optuna
 import pytest
 import torch
 import yaml
-from conftest import TINY_TRAIN
+from conftest import TINY
 from optuna.trial import TrialState
 
+pytestmark = pytest.mark.e2e  # every test here starts `python -m navexp.train -m` processes
+
 ROOT = Path(__file__).parents[1]
-TINY = [*TINY_TRAIN, "eval.num_episodes=4"]
+RUN = [*TINY, "eval.num_episodes=4"]
 
 
 def sweep(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -25,7 +27,7 @@ def sweep(tmp_path: Path, *args: str, check: bool = True) -> subprocess.Complete
         "-m",
         "navexp.train",
         "-m",
-        *TINY,
+        *RUN,
         f"hydra.sweep.dir={tmp_path}/sweep",
         f"sweep.storage=sqlite:///{tmp_path}/study.db",
         "sweep.study_name=unit",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import TINY_TRAIN
+from conftest import TINY
 from optuna.trial import TrialState
 
 from navexp.sweep.parallel import (
@@ -26,8 +26,8 @@ from navexp.sweep.parallel import (
 )
 
 # 1 PPO iteration, 4 held-out episodes: a trial takes a few seconds on 2 cores.
-TINY = [o for o in TINY_TRAIN if not o.startswith("ppo.max_iterations")]
-TINY += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0", "eval.video_episodes=0"]
+RUN = [o for o in TINY if not o.startswith("ppo.max_iterations")]
+RUN += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0", "eval.video_episodes=0"]
 # The README's command-line forms: a search-space entry replaced (clip range 0.12-0.28 instead of
 # 0.1-0.3) and two entries fixed, so clip_param is the whole space of these studies.
 SPACE = [
@@ -45,7 +45,7 @@ def sweep_cmd(tmp_path: Path, storage: str, study: str, *args: str) -> list[str]
         "navexp.train",
         "-m",
         "hydra/sweeper=optuna",
-        *TINY,
+        *RUN,
         *SPACE,
         f"hydra.sweep.dir={tmp_path}/sweep",
         f"sweep.storage={storage}",
@@ -116,11 +116,13 @@ def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
         assert (d / "eval.json").is_file()
 
 
+@pytest.mark.e2e
 def test_two_workers_on_one_sqlite_study(tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
     check_shared_study(two_workers(tmp_path, storage, "unit"), tmp_path)
 
 
+@pytest.mark.e2e
 def test_two_workers_on_one_postgres_study(tmp_path):
     url = postgres_url()
     study = f"unit_{uuid.uuid4().hex[:8]}"
@@ -133,6 +135,7 @@ def tree_hashes(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
+@pytest.mark.e2e
 def test_killed_worker_trial_fails_with_reason_and_is_rerun(tmp_path):
     """kill -9 during trial 1; the re-run fails it ("worker stopped ..."), runs its parameters again as
     trial 2 in a new directory, and leaves trial 0's files byte-identical: 2 COMPLETE, 1 FAIL."""

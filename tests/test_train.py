@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY
 from rsl_rl.models import MLPModel
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
 from navexp.train import run
 
-TINY = [*TINY_TRAIN, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
+RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=6", "size=none"]
 
 
 def train(tmp_path: Path, *extra: str, name: str = "run") -> tuple[float, Path]:
-    overrides = [*TINY, *extra]
+    overrides = [*RUN, *extra]
     cfg = compose_config(overrides)
     run_dir = tmp_path / name
     return run(cfg, run_dir, overrides, quiet=True), run_dir
@@ -33,10 +33,11 @@ def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
 
 
+@pytest.mark.e2e
 def test_two_iterations_through_the_real_app(tmp_path):
     """`python -m navexp.train` writes events with the documented tags, loadable checkpoints and eval.json."""
     run_dir = tmp_path / "app_run"
-    cmd = [sys.executable, "-m", "navexp.train", *TINY, f"hydra.run.dir={run_dir}"]
+    cmd = [sys.executable, "-m", "navexp.train", *RUN, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[navexp] it     2/2" in proc.stdout
@@ -112,8 +113,8 @@ def test_resume_continues_the_iteration_count_and_state(tmp_path):
 
     NavRunner.load_for_resume = spy
     try:
-        cfg = compose_config([*TINY, "ppo.max_iterations=4", f"resume={run_dir}"])
-        run(cfg, tmp_path / "unused", [*TINY, "ppo.max_iterations=4"], quiet=True)
+        cfg = compose_config([*RUN, "ppo.max_iterations=4", f"resume={run_dir}"])
+        run(cfg, tmp_path / "unused", [*RUN, "ppo.max_iterations=4"], quiet=True)
     finally:
         NavRunner.load_for_resume = original
     assert seen["it"] == 2
@@ -152,17 +153,17 @@ def test_bad_resume_fails_clearly_and_touches_nothing(tmp_path):
     _, run_dir = train(tmp_path)
     before = sorted(os.listdir(run_dir))
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        run(compose_config([*TINY, f"resume={tmp_path}/nope.pt"]), tmp_path / "x", TINY)
+        run(compose_config([*RUN, f"resume={tmp_path}/nope.pt"]), tmp_path / "x", RUN)
     bad = run_dir / "model_9.pt"
     bad.write_bytes((run_dir / "model_1.pt").read_bytes()[:1000])
     with pytest.raises(ValueError, match="not a loadable torch file"):
-        run(compose_config([*TINY, f"resume={bad}"]), tmp_path / "x", TINY)
+        run(compose_config([*RUN, f"resume={bad}"]), tmp_path / "x", RUN)
     bad.unlink()
     with pytest.raises(ValueError, match=r"(?s)trained on observation layout.*this config produces"):
         run(
-            compose_config([*TINY, "obs.terms.action_prev.enabled=true", f"resume={run_dir}"]),
+            compose_config([*RUN, "obs.terms.action_prev.enabled=true", f"resume={run_dir}"]),
             tmp_path / "x",
-            TINY,
+            RUN,
         )
     assert sorted(os.listdir(run_dir)) == before and not (tmp_path / "x").exists()
 
