@@ -41,7 +41,7 @@ def record(run_dir: Path, steps: int = 24):
     ckpt = load_checkpoint(run_dir)
     cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
     env = NavEnv(cfg)
-    actor = build_actor(ckpt, cfg, env)
+    actor = build_actor(ckpt, cfg, env.get_observations(), env.num_actions)
     reset_hidden(actor)
     obs, acts, dones, raw = [], [], [], []
     with torch.inference_mode():
@@ -217,7 +217,7 @@ def test_circular_conv_wraps_around_the_scan():
     out[j] = sum_t w[t] x[(j + t - 1) mod 8]: out[0] = w[1] = 2, out[1] = w[0] = 1, out[7] = w[2] = 3
     (beam 7 sees beam 0 across the seam), zero elsewhere; torch and numpy agree."""
     from navexp.deploy.numpy_nets import circular_conv1d
-    from navexp.learn.models import scan_encoder
+    from navexp.learn.models.cnn import scan_encoder
 
     w, b = np.array([[[1.0, 2.0, 3.0]]]), np.zeros(1)
     x = np.zeros((1, 8))
@@ -322,7 +322,7 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
 
     from navexp.deploy import NumpyPolicy
     from navexp.deploy.export import export_onnx, numpy_arrays
-    from navexp.learn.models import ScanCNNModel
+    from navexp.learn.models.cnn import ScanCNNModel
 
     torch.manual_seed(2)
     x = torch.rand(5, 156)
@@ -417,3 +417,21 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tiny_run):
             assert bool((h[:, dones == 0].abs().sum(dim=-1) > 0).all())  # running worlds keep theirs
             checked += 1
     assert checked >= 1  # 1 s episodes: worlds end inside each round
+
+
+def test_every_model_kind_has_a_numpy_twin_and_names_are_unique():
+    """The registry: mlp, rnn, cnn in that order (the default first), each with a numpy loader on the
+    robot side; registering a name twice raises naming it; an unknown ppo.model lists the kinds."""
+    from navexp.deploy.numpy_nets import NUMPY_MODELS
+    from navexp.learn.models import MODELS, ModelKind, get_model, register_model
+
+    assert list(MODELS) == ["mlp", "rnn", "cnn"] and set(NUMPY_MODELS) == set(MODELS)
+    assert [MODELS[k].recurrent for k in ("mlp", "rnn", "cnn")] == [False, True, False]
+
+    class Again(ModelKind):
+        name = "rnn"
+
+    with pytest.raises(ValueError, match="model 'rnn' is already registered"):
+        register_model(Again)
+    with pytest.raises(ValueError, match=r"ppo.model='gpt' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"):
+        get_model("gpt")

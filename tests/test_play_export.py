@@ -32,7 +32,7 @@ def recorded(run_dir):
     ckpt = load_checkpoint(run_dir)
     cfg = load_run_config(ckpt, ["env.num_envs=4", "env.lidar.range_noise_std_m=0.01"])
     env = NavEnv(cfg)
-    actor = build_actor(ckpt, cfg, env)
+    actor = build_actor(ckpt, cfg, env.get_observations(), env.num_actions)
     obs, raw = [], []
     with torch.inference_mode():
         for _ in range(6):

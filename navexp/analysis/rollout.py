@@ -58,7 +58,8 @@ class EvalRun:
         env = NavEnv(eval_env_cfg(cfg))
         om = env.obs_manager
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
-        return cls(ckpt, cfg, env, build_actor(ckpt, cfg, env))
+        actor = build_actor(ckpt, cfg, env.get_observations(), env.num_actions).to(env.device)
+        return cls(ckpt, cfg, env, actor)
 
 
 @torch.inference_mode()

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from omegaconf import OmegaConf
-from rsl_rl.utils import resolve_class
 from tensordict import TensorDict
 
 from navexp.experiment.cli import parse_command_line
 from navexp.experiment.run_config import load_run_config
 from navexp.learn.checkpoint import check_model, check_robot, load_checkpoint
-from navexp.learn.rl_cfg import build_train_cfg
+from navexp.learn.models import get_model
+from navexp.learn.rl_cfg import build_actor
 from navexp.sim import beam_angles
 from navexp.sim.lidar import RealismSpec
 from navexp.task.obs.numpy_terms import describe, get_twin
@@ -51,15 +51,10 @@ def checkpoint_robot(ckpt: dict, cfg) -> Robot:
 def actor_from_checkpoint(ckpt: dict, cfg):
     """rsl_rl's actor of the checkpoint's ``ppo.model``, built from its declared widths (no simulator)."""
     check_model(ckpt, str(cfg.ppo.model))
-    train_cfg = build_train_cfg(cfg)
     infos = ckpt.get("infos") or {}
     widths = infos.get("group_widths") or {"policy": ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]}
     obs = TensorDict({g: torch.zeros(1, w) for g, w in widths.items()}, batch_size=[1])
-    actor_class, actor_cfg = resolve_class(train_cfg["actor"])
-    num_actions = checkpoint_robot(ckpt, cfg).num_actions
-    actor = actor_class(obs, train_cfg["obs_groups"], "actor", num_actions, **actor_cfg)
-    actor.load_state_dict(ckpt["actor_state_dict"])
-    return actor.eval()
+    return build_actor(ckpt, cfg, obs, checkpoint_robot(ckpt, cfg).num_actions)
 
 
 def _term_params(cfg, names: list[str]) -> dict[str, dict]:
@@ -73,26 +68,9 @@ def _term_params(cfg, names: list[str]) -> dict[str, dict]:
 
 
 def model_meta(cfg) -> dict:
-    """The network kind and, for an RNN, the state the caller carries between steps."""
+    """The network kind and what its registered ``ModelKind`` adds (an RNN: the state the caller carries)."""
     p = cfg.ppo
-    out: dict = {"kind": str(p.model)}
-    if p.model == "rnn":
-        names = ["h"] + (["c"] if p.rnn_type == "lstm" else [])
-        out.update(
-            rnn_type=str(p.rnn_type),
-            state_shape=[int(p.rnn_num_layers), "batch", int(p.rnn_hidden_dim)],
-            onnx_state_inputs=[f"{n}_in" for n in names],
-            onnx_state_outputs=[f"{n}_out" for n in names],
-            state="zeros at the start of every episode; feed each step's outputs back as the next inputs",
-        )
-    if p.model == "cnn":
-        out.update(
-            cnn_channels=[int(c) for c in p.cnn_channels],
-            cnn_kernel_sizes=[int(k) for k in p.cnn_kernel_sizes],
-            cnn_strides=[int(s) for s in p.cnn_strides],
-            padding="circular, (k - 1) / 2 beams per side",
-        )
-    return out
+    return {"kind": str(p.model), **get_model(str(p.model)).export_meta(p)}
 
 
 def metadata(ckpt: dict, cfg) -> dict:
@@ -201,31 +179,13 @@ def export_onnx(actor, width: int, path: Path) -> None:
 
 
 def numpy_arrays(actor, kind: str) -> dict[str, np.ndarray]:
-    """The weights ``navexp.deploy`` runs: the MLP head (``w<i>``, ``b<i>``), an RNN's layers in
-    torch's gate order (``rnn_w_ih<l>``, ``rnn_w_hh<l>``, ``rnn_b_ih<l>``, ``rnn_b_hh<l>``) or a
-    CNN's conv layers (``conv_w<i>`` [C_out, C_in, k], ``conv_b<i>``, ``conv_stride<i>``)."""
+    """The weights ``navexp.deploy`` runs: the MLP head (``w<i>``, ``b<i>``) and the kind's own arrays
+    (``ModelKind.numpy_weights``: an RNN's layers, a CNN's conv layers)."""
     linears = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)]
     out = {"model": np.array(kind), "num_layers": np.array(len(linears))}
     out.update({f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)})
     out.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
-    if kind == "rnn":
-        rnn = actor.rnn.rnn
-        out.update(
-            rnn_type=np.array("lstm" if isinstance(rnn, torch.nn.LSTM) else "gru"),
-            rnn_num_layers=np.array(rnn.num_layers),
-            rnn_hidden_dim=np.array(rnn.hidden_size),
-        )
-        for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
-            for layer in range(rnn.num_layers):
-                value = getattr(rnn, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l{layer}")
-                out[f"rnn_{name}{layer}"] = value.detach().double().numpy()
-    elif kind == "cnn":
-        convs = [m for m in actor.conv if isinstance(m, torch.nn.Conv1d)]
-        out.update(conv_num_layers=np.array(len(convs)), scan_width=np.array(actor.scan_width))
-        for i, c in enumerate(convs):
-            out[f"conv_w{i}"] = c.weight.detach().double().numpy()
-            out[f"conv_b{i}"] = c.bias.detach().double().numpy()
-            out[f"conv_stride{i}"] = np.array(c.stride[0])
+    out.update(get_model(kind).numpy_weights(actor))
     return out
 
 
@@ -242,4 +202,3 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     for kind, path in files.items():
         print(f"[navexp] {kind:11s} {path}")
     return files
-

@@ -2,9 +2,12 @@
 
 Each function reproduces the torch layer it replaces, in torch's weight layout and gate order, so the
 weights of ``policy.npz`` (``navexp.deploy.export.numpy_arrays``) drop in unchanged. float64 throughout.
+``NUMPY_MODELS`` holds, per ``ppo.model`` kind, the loader of its weights (``@numpy_model``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -109,3 +112,42 @@ def scan_cnn_latent(
     for w, b, stride in convs:
         x = act(circular_conv1d(x, w, b, stride))
     return x.reshape(-1)
+
+
+NumpyLoader = Callable[[Mapping[str, np.ndarray]], dict]
+"""``policy.npz`` arrays -> the model-specific keyword arguments of ``NumpyPolicy`` (``rnn``, ``convs``,
+``scan_width``); an MLP needs none."""
+
+NUMPY_MODELS: dict[str, NumpyLoader] = {}
+"""The numpy twin of each ``ppo.model`` kind (``navexp.learn.models.MODELS``) that deploys."""
+
+
+def numpy_model(name: str) -> Callable[[NumpyLoader], NumpyLoader]:
+    """Decorator: the loader of model kind ``name``'s weights from ``policy.npz``; a duplicate raises."""
+
+    def deco(fn: NumpyLoader) -> NumpyLoader:
+        if name in NUMPY_MODELS:
+            raise ValueError(f"numpy model {name!r} is already registered")
+        NUMPY_MODELS[name] = fn
+        return fn
+
+    return deco
+
+
+@numpy_model("mlp")
+def _mlp(f: Mapping[str, np.ndarray]) -> dict:
+    return {}
+
+
+@numpy_model("rnn")
+def _rnn(f: Mapping[str, np.ndarray]) -> dict:
+    names = ("w_ih", "w_hh", "b_ih", "b_hh")
+    weights = [tuple(f[f"rnn_{k}{i}"] for k in names) for i in range(int(f["rnn_num_layers"]))]
+    return {"rnn": NumpyRNN(str(f["rnn_type"]), weights, int(f["rnn_hidden_dim"]))}
+
+
+@numpy_model("cnn")
+def _cnn(f: Mapping[str, np.ndarray]) -> dict:
+    n = int(f["conv_num_layers"])
+    convs = [(f[f"conv_w{i}"], f[f"conv_b{i}"], int(f[f"conv_stride{i}"])) for i in range(n)]
+    return {"convs": convs, "scan_width": int(f["scan_width"])}

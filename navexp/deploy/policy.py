@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from navexp.deploy.numpy_nets import ACTIVATIONS, NumpyRNN, mlp, scan_cnn_latent
+from navexp.deploy.numpy_nets import ACTIVATIONS, NUMPY_MODELS, NumpyRNN, mlp, scan_cnn_latent
 from navexp.task.obs.numpy_terms import get_twin
 
 
@@ -84,21 +84,9 @@ class NumpyPolicy:
         n = int(f["num_layers"])
         layers = [(f[f"w{i}"], f[f"b{i}"]) for i in range(n)]
         kind = str(f["model"]) if "model" in f.files else "mlp"
-        extra: dict = {}
-        if kind == "rnn":
-            names = ("w_ih", "w_hh", "b_ih", "b_hh")
-            weights = [tuple(f[f"rnn_{k}{i}"] for k in names) for i in range(int(f["rnn_num_layers"]))]
-            extra["rnn"] = NumpyRNN(str(f["rnn_type"]), weights, int(f["rnn_hidden_dim"]))
-        elif kind == "cnn":
-            convs = [
-                (f[f"conv_w{i}"], f[f"conv_b{i}"], int(f[f"conv_stride{i}"]))
-                for i in range(int(f["conv_num_layers"]))
-            ]
-            extra.update(convs=convs, scan_width=int(f["scan_width"]))
-        elif kind != "mlp":
-            raise ValueError(
-                f"{path}: model {kind!r} is not supported here; supported: ['mlp', 'rnn', 'cnn']"
-            )
+        if kind not in NUMPY_MODELS:
+            raise ValueError(f"{path}: model {kind!r} is not supported here; supported: {list(NUMPY_MODELS)}")
+        extra = NUMPY_MODELS[kind](f)
         return cls(layers, str(f["activation"]), f["obs_mean"], f["obs_std"], float(f["eps"]), meta, **extra)
 
     def reset(self) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
-from rsl_rl.env import VecEnv
 from rsl_rl.utils import resolve_class
+from tensordict import TensorDict
 
 from navexp.learn.models import check_model_cfg, model_cfgs
 
@@ -101,13 +101,12 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
     }
 
 
-def build_actor(ckpt: dict, cfg: DictConfig, env: VecEnv) -> torch.nn.Module:
-    """rsl_rl's actor of the config's ``ppo.model`` with the checkpoint's weights and normalizer, on the
-    env's device (a recurrent one with no state yet: ``run_episodes`` resets it per round)."""
+def build_actor(ckpt: dict, cfg: DictConfig, obs: TensorDict, num_actions: int) -> torch.nn.Module:
+    """rsl_rl's actor of the config's ``ppo.model`` with the checkpoint's weights and normaliser, in eval
+    mode, sized from an observation batch ``obs`` (an env's, or zeros of the recorded group widths); a
+    recurrent one has no state yet (``run_episodes`` resets it per round)."""
     train_cfg = build_train_cfg(cfg)
     actor_class, actor_cfg = resolve_class(train_cfg["actor"])
-    actor = actor_class(
-        env.get_observations(), train_cfg["obs_groups"], "actor", env.num_actions, **actor_cfg
-    )
+    actor = actor_class(obs, train_cfg["obs_groups"], "actor", num_actions, **actor_cfg)
     actor.load_state_dict(ckpt["actor_state_dict"])
-    return actor.to(env.device).eval()
+    return actor.eval()

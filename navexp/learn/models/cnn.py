@@ -1,17 +1,12 @@
-"""Actor and critic networks, chosen by ``ppo.model``: the rsl_rl model dicts, and navexp's scan CNN.
+"""``ppo.model=cnn``: ``ScanCNNModel``, circular 1-D convolutions over the scan, then rsl_rl's MLP head.
 
-- ``mlp``: rsl_rl's ``MLPModel`` (normalised observations -> MLP).
-- ``rnn``: rsl_rl's ``RNNModel`` (normalised observations -> GRU/LSTM -> MLP) for actor and critic;
-  rsl_rl's PPO then stores hidden states and trains on padded trajectories (its recurrent path).
-- ``cnn``: ``ScanCNNModel`` below, resolved by rsl_rl from ``class_name`` "navexp.learn.models:ScanCNNModel".
-
-Why a navexp class for the CNN: rsl_rl's ``CNNModel``/``CNN`` take [N, C, H, W] observation groups and
-build ``Conv2d`` layers with square kernels; a 72-beam scan as a 1 x 72 image with circular padding would
+Why a navexp class: rsl_rl's ``CNNModel``/``CNN`` take [N, C, H, W] observation groups and build
+``Conv2d`` layers with square kernels; a 72-beam scan as a 1 x 72 image with circular padding would
 wrap the height of 1 as well (torch refuses padding wider than the input), and a separate observation
 group would change the env, the checkpoint layout and the deployed observation. ``ScanCNNModel`` reads
 the unchanged ``policy`` group, cuts each frame's scan out of it and convolves it circularly (beam 0
 and beam B-1 are neighbours on a 360 deg scan); everything else (normaliser, distribution, MLP head,
-PPO) is rsl_rl's ``MLPModel``.
+PPO) is rsl_rl's ``MLPModel``. rsl_rl resolves it from ``class_name`` ``CNN_CLASS``.
 """
 
 from __future__ import annotations
@@ -19,30 +14,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 from rsl_rl.models import MLPModel
 from rsl_rl.utils import resolve_nn_activation
 from tensordict import TensorDict
 
-MODELS = ("mlp", "rnn", "cnn")
-RNN_TYPES = ("gru", "lstm")
-CNN_CLASS = "navexp.learn.models:ScanCNNModel"
+from navexp.learn.models import ModelKind, register_model
+
+CNN_CLASS = "navexp.learn.models.cnn:ScanCNNModel"
 
 
-def check_model_cfg(p, lidar_enabled: bool) -> None:
-    """Raise ValueError naming the key, the value and what is allowed for the ``ppo.model*`` keys
-    (the recurrent mini-batch bound needs ``env.num_envs``:
-    ``navexp.experiment.validation.validate_run_cfg``)."""
-    if p.model not in MODELS:
-        raise ValueError(f"ppo.model={p.model!r} is invalid; allowed: {list(MODELS)}")
-    if p.model == "rnn":
-        if p.rnn_type not in RNN_TYPES:
-            raise ValueError(f"ppo.rnn_type={p.rnn_type!r} is invalid; allowed: {list(RNN_TYPES)}")
-        for key in ("rnn_hidden_dim", "rnn_num_layers"):
-            if int(getattr(p, key)) < 1:
-                raise ValueError(f"ppo.{key}={getattr(p, key)} is invalid; allowed: an integer >= 1")
-    if p.model == "cnn":
+@register_model
+class CNN(ModelKind):
+    name = "cnn"
+
+    def check(self, p: Any, lidar_enabled: bool) -> None:
         if not lidar_enabled:
             raise ValueError("ppo.model=cnn convolves the LiDAR scan; enable obs.terms.lidar.enabled=true")
         n = len(p.cnn_channels)
@@ -61,48 +49,33 @@ def check_model_cfg(p, lidar_enabled: bool) -> None:
                 f"(a kernel centred on its beam)"
             )
 
+    def rsl_rl_cfg(self, p: Any, num_beams: int, history_length: int) -> dict[str, Any]:
+        return {
+            "class_name": CNN_CLASS,
+            "scan_width": int(num_beams),
+            "history_length": int(history_length),
+            "conv_channels": [int(c) for c in p.cnn_channels],
+            "kernel_sizes": [int(k) for k in p.cnn_kernel_sizes],
+            "strides": [int(s) for s in p.cnn_strides],
+        }
 
-def model_cfgs(p, num_beams: int, history_length: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The rsl_rl ``actor`` and ``critic`` dicts (``class_name`` + constructor arguments) of ``ppo``."""
-    base: dict[str, Any] = {
-        "hidden_dims": [int(h) for h in p.hidden_dims],
-        "activation": str(p.activation),
-        "obs_normalization": bool(p.obs_normalization),
-    }
-    if p.model == "mlp":
-        base["class_name"] = "MLPModel"
-    elif p.model == "rnn":
-        base.update(
-            class_name="RNNModel",
-            rnn_type=str(p.rnn_type),
-            rnn_hidden_dim=int(p.rnn_hidden_dim),
-            rnn_num_layers=int(p.rnn_num_layers),
-        )
-    else:
-        base.update(
-            class_name=CNN_CLASS,
-            scan_width=int(num_beams),
-            history_length=int(history_length),
-            conv_channels=[int(c) for c in p.cnn_channels],
-            kernel_sizes=[int(k) for k in p.cnn_kernel_sizes],
-            strides=[int(s) for s in p.cnn_strides],
-        )
-    actor = {
-        **base,
-        "distribution_cfg": {
-            "class_name": "GaussianDistribution",
-            "init_std": float(p.init_std),
-            "std_type": str(p.std_type),
-        },
-    }
-    return actor, dict(base)
+    def export_meta(self, p: Any) -> dict[str, Any]:
+        return {
+            "cnn_channels": [int(c) for c in p.cnn_channels],
+            "cnn_kernel_sizes": [int(k) for k in p.cnn_kernel_sizes],
+            "cnn_strides": [int(s) for s in p.cnn_strides],
+            "padding": "circular, (k - 1) / 2 beams per side",
+        }
 
-
-def reset_hidden(policy: nn.Module, dones: torch.Tensor | None = None) -> None:
-    """Zero the recurrent state of the worlds in ``dones`` [N] (all worlds, for any batch size, when
-    None); a no-op for feed-forward models. rsl_rl's ``RNNModel.reset`` does the masked write."""
-    if getattr(policy, "is_recurrent", False):
-        policy.reset(dones)
+    def numpy_weights(self, actor: nn.Module) -> dict[str, np.ndarray]:
+        """The conv layers: ``conv_w<i>`` [C_out, C_in, k], ``conv_b<i>``, ``conv_stride<i>``."""
+        convs = [m for m in actor.conv if isinstance(m, nn.Conv1d)]
+        out = {"conv_num_layers": np.array(len(convs)), "scan_width": np.array(actor.scan_width)}
+        for i, c in enumerate(convs):
+            out[f"conv_w{i}"] = c.weight.detach().double().numpy()
+            out[f"conv_b{i}"] = c.bias.detach().double().numpy()
+            out[f"conv_stride{i}"] = np.array(c.stride[0])
+        return out
 
 
 class CircularPad1d(nn.Module):
