@@ -56,7 +56,7 @@ def test_corridor_walls_have_one_door_of_the_drawn_width_with_start_and_goal_on_
     """corridor.walls=[1, 1], gap 1.0 m: each layout has one cross wall (two segments, or one when the
     door touches a side) spanning the 8 m room except exactly a 1.0 m door: segment lengths sum to
     8 - 1.0 = 7.0 m; start and goal lie on opposite sides of the wall."""
-    maps = replace(MapSpec(), corridor_walls=(1, 1), gap_m=(1.0, 1.0))
+    maps = MapSpec().with_cfg(corridor={"walls": [1, 1]}, gap_m=[1.0, 1.0])
     lay, ok = generate_layouts(maps, SPEC, "corridor", IDS)
     assert ok.all()
     for k in range(len(IDS)):
@@ -75,7 +75,7 @@ def test_corridor_walls_have_one_door_of_the_drawn_width_with_start_and_goal_on_
 def test_staggered_walls_leave_their_doors_at_alternating_ends():
     """staggered.walls=[3, 3], gap 1.2 m: 3 parallel walls, each 8 - 1.2 = 6.8 m long, touching one side
     of the room; consecutive walls leave their door at opposite ends (a slalom)."""
-    maps = replace(MapSpec(), staggered_walls=(3, 3), gap_m=(1.2, 1.2))
+    maps = MapSpec().with_cfg(staggered={"walls": [3, 3]}, gap_m=[1.2, 1.2])
     lay, ok = generate_layouts(maps, SPEC, "staggered", IDS)
     assert ok.all()
     for k in range(len(IDS)):
@@ -188,7 +188,7 @@ def test_a_blocked_corridor_has_no_path_and_is_rejected():
     (start and goal themselves are free)."""
     blocked = shortest_paths(_one_wall_room((-3.0, 0.0), (3.0, 0.0), (-4.0, 4.0)), 4, 4, 0.2, 0.2)
     assert math.isinf(blocked.item())
-    narrow = replace(MapSpec(), corridor_walls=(1, 1), gap_m=(0.3, 0.3))
+    narrow = MapSpec().with_cfg(corridor={"walls": [1, 1]}, gap_m=[0.3, 0.3])
     _, unchecked = generate_layouts(narrow, SPEC, "corridor", IDS[:16])
     _, checked = generate_layouts(replace(narrow, check_path=True), SPEC, "corridor", IDS[:16])
     assert unchecked.all() and not checked.any()
@@ -213,7 +213,7 @@ def test_layout_ids_regenerate_the_layout_and_the_splits_never_share_a_seed():
             assert torch.equal(getattr(again, name), getattr(lay.index(rows), name)), (FAMILIES[f], name)
     ecfg = eval_env_cfg(cfg)
     eval_maps = MapSpec.from_env_cfg(ecfg.env)
-    assert eval_maps.split == "eval"
+    assert eval_maps.cfg.split == "eval"
     held_out = LayoutPool(spec, 64, torch.Generator().manual_seed(42), "cpu", maps=eval_maps)
     ev = held_out.take(torch.ones(128, dtype=torch.bool))
     assert (seed_split(ev.seed) == 1).all()
@@ -391,3 +391,33 @@ def test_warp_step_with_map_families_makes_no_host_sync():
             env.step(actions)
     assert env.episode_count.sum().item() - before >= 16
     assert audit.num_syncs == 0, dict(audit.syncs)
+
+
+def test_family_registry_order_schema_and_duplicates():
+    """The built-in families keep their layout indices (random 0 ... grid 5); env.maps has one key
+    group per family with keys and a weight per family (random 1, the rest 0); a second family of an
+    existing name is refused naming it."""
+    from navexp.task.maps.families import REGISTRY, MapsCfg, register_family
+
+    assert FAMILIES == ("random", "corridor", "staggered", "cul_de_sac", "cluttered", "grid")
+    cfg = MapsCfg()
+    assert cfg.weights == {
+        "random": 1.0,
+        "corridor": 0.0,
+        "staggered": 0.0,
+        "cul_de_sac": 0.0,
+        "cluttered": 0.0,
+        "grid": 0.0,
+    }
+    assert [n for n, f in REGISTRY.items() if f.cfg] == [
+        "corridor",
+        "staggered",
+        "cul_de_sac",
+        "cluttered",
+        "grid",
+    ]
+    assert cfg.corridor.walls == [1, 2] and cfg.grid.cell_m == 0.6
+    maps = MapSpec().with_cfg(corridor={"walls": [1, 3]})
+    assert maps.cfg.corridor.walls == [1, 3] and MapSpec().cfg.corridor.walls == [1, 2]  # a copy
+    with pytest.raises(ValueError, match="map family 'grid' is already registered"):
+        register_family("grid")(lambda maps, spec, k, src: None)

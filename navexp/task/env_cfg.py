@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from navexp.task.maps.families import FAMILIES
+from navexp.task.maps.families import MapsCfg
 
 
 @dataclass
@@ -111,76 +111,6 @@ class SimCfg:
     nthread: int | None = None
     """mujoco: worker threads of the rollout pool; None: every core this process may use (under
     torchrun, its share)."""
-
-
-def _default_family_weights() -> dict[str, float]:
-    return {name: (1.0 if name == "random" else 0.0) for name in FAMILIES}
-
-
-@dataclass
-class CorridorCfg:
-    walls: list[int] = field(default_factory=lambda: [1, 2])
-    """[min, max] cross walls between start and goal, one gap (door) each; 2 wall slots per wall."""
-
-
-@dataclass
-class StaggeredCfg:
-    walls: list[int] = field(default_factory=lambda: [2, 3])
-    """[min, max] parallel cross walls, gaps at alternating ends (a slalom); 1 wall slot each."""
-
-
-@dataclass
-class CulDeSacCfg:
-    width_m: list[float] = field(default_factory=lambda: [1.2, 2.2])
-    """[min, max] inner width of the U (its opening faces the start); 3 wall slots."""
-    depth_m: list[float] = field(default_factory=lambda: [1.0, 2.0])
-    """[min, max] length of the U's arms."""
-
-
-@dataclass
-class ClutteredCfg:
-    count: list[int] = field(default_factory=lambda: [8, 14])
-    """[min, max] small cylinders (cylinder slots), max <= obstacles.cylinder_slots."""
-    radius_m: list[float] = field(default_factory=lambda: [0.1, 0.25])
-
-
-@dataclass
-class GridMapCfg:
-    cell_m: float = 0.6
-    """Cell of the cellular-automaton grid (BARN style); runs of occupied cells merge into walls."""
-    fill: list[float] = field(default_factory=lambda: [0.35, 0.5])
-    """[min, max] initial probability that a cell is occupied."""
-    smooth_steps: int = 1
-    """Automaton steps: a cell is occupied when >= 5 of its 3x3 neighbourhood (itself included) are."""
-
-
-@dataclass
-class MapsCfg:
-    """Map families mixed by weight (navexp/task/maps/); the default is today's random layouts only."""
-
-    weights: dict[str, float] = field(default_factory=_default_family_weights)
-    """Weight per family (every family is listed so it can be set from the command line):
-    random | corridor | staggered | cul_de_sac | cluttered | grid. Normalised; 0 = off."""
-    rng: str = "stream"
-    """stream: layouts come from one generator stream seeded by seed + layout_seed_offset (today's
-    layouts; no per-layout id). hashed: layout (family, seed) is drawn from a counter-based hash of its
-    id, so it can be regenerated from it, and training and evaluation seeds lie in disjoint ranges."""
-    split: str = "train"
-    """train | eval: the seed range hashed layouts come from (evaluation sets eval)."""
-    check_path: bool | None = None
-    """Reject layouts without a free path from start to goal for the robot radius and record the
-    shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
-    path_cell_m: float = 0.2
-    """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
-    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
-    wall_half_thickness_m: float = 0.1
-    gap_m: list[float] = field(default_factory=lambda: [0.9, 1.4])
-    """[min, max] width of a door (corridor, staggered); must exceed the robot diameter."""
-    corridor: CorridorCfg = field(default_factory=CorridorCfg)
-    staggered: StaggeredCfg = field(default_factory=StaggeredCfg)
-    cul_de_sac: CulDeSacCfg = field(default_factory=CulDeSacCfg)
-    cluttered: ClutteredCfg = field(default_factory=ClutteredCfg)
-    grid: GridMapCfg = field(default_factory=GridMapCfg)
 
 
 @dataclass

@@ -13,23 +13,12 @@ import yaml
 
 from navexp.sim.base import BACKENDS, backend_choices
 from navexp.sim.lidar import RealismSpec, beam_spacing_deg
-from navexp.task.maps.families import FAMILIES, MapSpec, wall_slots_needed
+from navexp.task.checks import check as _check
+from navexp.task.checks import check_range as _check_range
+from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
+from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
-
-
-def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ValueError(f"env config: {key}={value!r} is invalid; allowed: {allowed}")
-
-
-def _check_range(key: str, value: list, lo: float) -> None:
-    _check(
-        len(value) == 2 and lo <= value[0] <= value[1],
-        key,
-        list(value),
-        f"[min, max] with {lo} <= min <= max",
-    )
 
 
 def validate_env_cfg(cfg: Any) -> None:
@@ -132,7 +121,8 @@ def validate_env_cfg(cfg: Any) -> None:
 
 
 def _validate_maps(cfg: Any) -> None:
-    """The map families (env.maps): known names, weights, seeds, sizes that fit the slots and the room."""
+    """The map families (env.maps): known names, weights, seeds, each family's own keys (its registered
+    ``check``), and, for the families with weight, the wall and cylinder slots they need."""
     maps, obst, robot = cfg.maps, cfg.obstacles, cfg.robot
     for name, w in maps.weights.items():
         _check(name in FAMILIES, f"maps.weights.{name}", w, f"a family of {' | '.join(FAMILIES)}")
@@ -143,17 +133,10 @@ def _validate_maps(cfg: Any) -> None:
     _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
     _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
     _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
-    _check_range("maps.corridor.walls", maps.corridor.walls, 1)
-    _check_range("maps.staggered.walls", maps.staggered.walls, 1)
-    _check_range("maps.cul_de_sac.width_m", maps.cul_de_sac.width_m, 2 * robot.radius_m + 1e-3)
-    _check_range("maps.cul_de_sac.depth_m", maps.cul_de_sac.depth_m, 1e-3)
-    _check_range("maps.cluttered.count", maps.cluttered.count, 0)
-    _check_range("maps.cluttered.radius_m", maps.cluttered.radius_m, 1e-3)
-    _check_range("maps.grid.fill", maps.grid.fill, 0)
-    _check(maps.grid.fill[1] <= 1, "maps.grid.fill", list(maps.grid.fill), "probabilities in [0, 1]")
-    _check(maps.grid.cell_m > 0, "maps.grid.cell_m", maps.grid.cell_m, "> 0")
-    _check(maps.grid.smooth_steps >= 0, "maps.grid.smooth_steps", maps.grid.smooth_steps, ">= 0")
     spec = MapSpec.from_env_cfg(cfg)
+    for family in REGISTRY.values():
+        if family.cfg is not None:
+            family.check(getattr(spec.cfg, family.name), cfg)
     for name, _ in spec.active_families:
         need = wall_slots_needed(spec, name)
         _check(
@@ -163,12 +146,7 @@ def _validate_maps(cfg: Any) -> None:
             f">= {need} for map family {name} (env.maps.weights.{name} > 0)",
         )
         if name == "cluttered":
-            _check(
-                maps.cluttered.count[1] <= obst.cylinder_slots,
-                "maps.cluttered.count",
-                list(maps.cluttered.count),
-                f"max <= obstacles.cylinder_slots ({obst.cylinder_slots})",
-            )
+            check_cluttered_slots(spec.cfg.cluttered, cfg)
 
 
 def _check_lidar_realism(lidar: Any) -> None:

@@ -11,7 +11,7 @@ import warnings
 import torch
 
 from navexp.sim.layout import Layout
-from navexp.task.maps.families import FAMILIES, MapSpec, generate
+from navexp.task.maps.families import MapSpec, family_index, generate
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.random_source import HashSource, StreamSource, split_seeds, stream_base
 
@@ -94,12 +94,12 @@ class LayoutPool:
         self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
 
     def _source(self, family: str, k: int):
-        if self.maps.rng == "stream":
+        if self.maps.cfg.rng == "stream":
             return StreamSource(self.generator, self.device)
         base = stream_base(self.generator.initial_seed())
-        seeds = split_seeds(self.maps.split, base, self._next_seed, k, self.device)
+        seeds = split_seeds(self.maps.cfg.split, base, self._next_seed, k, self.device)
         self._next_seed += k
-        return HashSource(FAMILIES.index(family), seeds)
+        return HashSource(family_index(family), seeds)
 
     def _draw(self, family: str, quota: int, keep_all: bool) -> Layout:
         """At least ``quota`` valid layouts of ``family`` (exactly ``quota`` unless ``keep_all``), in

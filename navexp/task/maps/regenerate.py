@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from navexp.sim.layout import Layout
-from navexp.task.maps.families import FAMILIES, MapSpec, generate
+from navexp.task.maps.families import FAMILIES, MapSpec, family_index, generate
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.random_source import HashSource
 
@@ -17,6 +17,6 @@ def generate_layouts(
     layouts the pool hands out under ``maps.rng='hashed'`` (on any device, in any batch)."""
     if family not in FAMILIES:
         raise ValueError(f"map family {family!r} is unknown; allowed: {' | '.join(FAMILIES)}")
-    lay, valid = generate(maps, spec, family, seeds.numel(), HashSource(FAMILIES.index(family), seeds))
+    lay, valid = generate(maps, spec, family, seeds.numel(), HashSource(family_index(family), seeds))
     lay.seed = seeds.clone()
     return lay, valid

@@ -72,7 +72,7 @@ def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
             data,
         )
         lay.shortest_path_m = shortest_paths(
-            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.path_cell_m
+            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
     return lay
 
@@ -142,7 +142,7 @@ def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Lay
     if pairs:
         _given_pairs(file, pairs, lay, shift, spec)
         lay.shortest_path_m = shortest_paths(
-            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.path_cell_m
+            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
     else:
         _sample_pairs(file, lay, spec, maps, int(data.get("pairs_seed", 0)))
@@ -186,7 +186,7 @@ def _sample_pairs(
         draw = lay.index(torch.arange(lay.num_worlds))
         ok = place_start_goal(spec, draw, src)
         draw.shortest_path_m = shortest_paths(
-            draw, spec.half_x, spec.half_y, spec.robot_radius_m, maps.path_cell_m
+            draw, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
         ok &= torch.isfinite(draw.shortest_path_m) & ~done
         lay.assign_where(ok, draw)
