@@ -202,7 +202,7 @@ def test_only_rank0_gets_a_hydra_run_directory(monkeypatch):
 
 def test_bench_dist_table_compares_against_one_process_with_as_many_worlds():
     """3000 / 1000 steps/s at 256 worlds -> 3.00x; the 512-world row has no 1-process run -> '-'."""
-    from navexp.bench_dist import PROGRESS, table
+    from navexp.analysis.benchmark import PROGRESS, table
 
     line = "[navexp] it     2/8 |     4371 steps/s (collect 0.65s, learn 1.32s) | ETA 0:00:08 | reward"
     assert PROGRESS.search(line).groups() == ("2", "4371", "0.65", "1.32")

@@ -66,34 +66,38 @@ def rangefinder_sensors(num_beams: int) -> list[str]:
     return [f'    <rangefinder name="beam{i}" site="beam{i}"/>' for i in range(num_beams)]
 
 
-@dataclass(frozen=True)
+@dataclass
 class RealismSpec:
-    """What the real sensor adds to the clean scan (plain values; the env config's ``env.lidar``).
+    """What the real sensor adds to the clean scan: the realism keys of ``env.lidar``, declared once
+    here (the env schema ``navexp.task.env_cfg.LidarCfg`` extends this class with the beam geometry).
 
     Every option off (``OFF``) leaves the scan untouched; the defaults are today's Gaussian noise only.
+    Order of the operations and the choices behind them: ``LidarRealism``.
     """
 
     range_noise_std_m: float = 0.01
-    """Gaussian range noise, standard deviation (m)."""
+    """Gaussian range noise (m, standard deviation) on the policy's scan (the privileged clean scan
+    has none)."""
     dropout_prob: float = 0.0
-    """Probability that a beam returns nothing in a scan; it then reads max range (no return)."""
+    """Probability per beam and scan of no return; a dropped beam reads max_range_m (like a miss)."""
     jitter_deg: float = 0.0
-    """Each beam's angle is off by U(-jitter_deg, +jitter_deg) per scan (<= the beam spacing)."""
+    """Beam angle error, uniform in +-jitter_deg per beam and scan (at most the beam spacing);
+    realised by interpolating the clean scan towards the neighbouring beam."""
     range_bias_m: float = 0.0
-    """Added to every range (m), after the scale."""
+    """Added to every range (m), after range_scale."""
     range_scale: float = 1.0
-    """Every range is multiplied by this (calibration error), before the bias."""
+    """Every range is multiplied by this (dimensionless calibration error)."""
     min_range_m: float = 0.0
-    """Readings below this (m) are invalid and read max range (no return)."""
+    """Readings below this (m) are invalid and read max_range_m (no return); 0: off."""
     resolution_m: float = 0.0
-    """Ranges are rounded to multiples of this (m); 0: no quantisation."""
+    """Ranges rounded to multiples of this (m); 0: off."""
     latency_steps: int = 0
-    """The policy sees the scan of this many control steps before."""
+    """The policy sees the scan of this many control steps before (0: the current one)."""
 
     @classmethod
     def from_lidar_cfg(cls, lidar) -> RealismSpec:
-        """Take the realism keys out of an ``env.lidar`` config; a key that an older run's stored config
-        lacks keeps its default."""
+        """The realism keys of an ``env.lidar`` config, by field name; a key that an older run's stored
+        config lacks keeps its default."""
         values = {f.name: getattr(lidar, f.name, f.default) for f in fields(cls)}
         values["latency_steps"] = int(values["latency_steps"])
         return cls(**{k: v if k == "latency_steps" else float(v) for k, v in values.items()})

@@ -16,8 +16,12 @@ job) talks to the others only through the study's storage:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import logging
 import random
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ import optuna
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import TrialState
-from sqlalchemy import func, orm
+from sqlalchemy import func, orm, text
 
 log = logging.getLogger(__name__)
 
@@ -211,3 +215,38 @@ def assign_devices(n_trials: int, devices: list[str]) -> list[str | None]:
     if not devices:
         return [None] * n_trials
     return [devices[i % len(devices)] for i in range(n_trials)]
+
+
+# -- admission: how many trials to start ------------------------------------------------------------
+@contextlib.contextmanager
+def admission_lock(storage: optuna.storages.RDBStorage, study_name: str, sweep_dir: Path) -> Iterator[None]:
+    """Serialise "count the study's trials, then create the missing ones" across workers.
+
+    Without it two workers that both see one trial missing both start one, and the study overshoots
+    ``sweep.n_trials``. PostgreSQL: a session advisory lock keyed by the study name (workers on any
+    machine). SQLite: an exclusive ``flock`` on ``<db>.<study>.admit.lock`` next to the database file
+    (workers on one machine, as SQLite itself needs). Any other storage: the same lock file in the
+    sweep directory (workers sharing it).
+    """
+    url = str(storage.engine.url)
+    if url.startswith("postgresql"):
+        key = int.from_bytes(hashlib.sha256(f"navexp:{study_name}".encode()).digest()[:8], "big", signed=True)
+        with storage.engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        return
+    if url.startswith("sqlite:///") and storage.engine.url.database:
+        db = Path(storage.engine.url.database)
+        path = db.with_name(f"{db.name}.{study_name}.admit.lock")
+    else:
+        path = Path(sweep_dir) / f".{study_name}.admit.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -243,4 +243,3 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"best trial {best['best_trial']}: {best['best_value']:.4g} with {best['best_params']}")
     print(f"report: {out / 'report.md'}")
     return out
-

@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from navexp.sim import resolve_device
 from navexp.sweep.parallel import (
+    admission_lock,
     ask,
     assign_devices,
     claim_trial_dir,
@@ -169,39 +170,47 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             f"objectives {dict(zip(self.objectives, self.direction, strict=True))}"
         )
         waiting_logged = False
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
         while True:
-            fail_stale_trials(study, storage, self.grace_s)
-            trials = study.get_trials(deepcopy=False)
-            finished = sum(counts_as_finished(t) for t in trials)
-            running = sum(t.state == TrialState.RUNNING for t in trials)
-            to_go = self.n_trials - finished - running
+            # Counting and starting trials is one step across workers, so none overshoots n_trials.
+            with admission_lock(storage, self.study_name, sweep_dir):
+                fail_stale_trials(study, storage, self.grace_s)
+                trials = study.get_trials(deepcopy=False)
+                finished = sum(counts_as_finished(t) for t in trials)
+                running = sum(t.state == TrialState.RUNNING for t in trials)
+                to_go = self.n_trials - finished - running
+                batch = self._ask_batch(study, storage, min(to_go, self.n_jobs)) if to_go > 0 else []
             if to_go <= 0 and running == 0:
                 break
-            if to_go <= 0:  # other workers' trials: wait for them, take over if their worker stops
+            if not batch:  # other workers' trials: wait for them, take over if their worker stops
                 if not waiting_logged:
                     log.info(f"waiting for {running} running trial(s) of other workers")
                     waiting_logged = True
                 time.sleep(min(self.heartbeat_s, 5))
                 continue
-            self._run_batch(study, storage, min(to_go, self.n_jobs), distributions, fixed, user_keys)
+            self._run_batch(study, storage, batch, distributions, fixed, user_keys)
             self._check_failure_rate(study)
         self._finish(study)
+
+    def _ask_batch(self, study: optuna.Study, storage: optuna.storages.RDBStorage, size: int) -> list:
+        """Start ``size`` trials (heartbeats on from now: a stopped worker's trials are detectable)."""
+        batch = []
+        for _ in range(size):
+            trial = ask(study, self.sampler_seed)
+            storage.record_heartbeat(trial._trial_id)
+            batch.append(trial)
+        return batch
 
     def _run_batch(
         self,
         study: optuna.Study,
         storage: optuna.storages.RDBStorage,
-        size: int,
+        batch: list,
         distributions: dict,
         fixed: dict,
         user_keys: set[str],
     ) -> None:
-        """Ask ``size`` trials, run them through the launcher (in parallel if it can), tell the results."""
-        batch = []
-        for _ in range(size):
-            trial = ask(study, self.sampler_seed)
-            storage.record_heartbeat(trial._trial_id)  # from now on a stopped worker is detectable
-            batch.append(trial)
+        """Run the started trials through the launcher (in parallel if it can), tell the results."""
         overrides = self._configure_trials(batch, distributions, fixed)
         devices = assign_devices(len(batch), self.devices if "env.device" not in user_keys else [])
         sweep_dir = Path(str(self.config.hydra.sweep.dir))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from navexp.sim.lidar import RealismSpec
 from navexp.task.maps.families import MapsCfg
 
 
@@ -67,31 +68,15 @@ class RobotCfg:
 
 
 @dataclass
-class LidarCfg:
+class LidarCfg(RealismSpec):
+    """The LiDAR: beam geometry here, the realism keys (noise, dropout, jitter, scale, bias, minimum
+    range, resolution, latency) inherited from ``navexp.sim.lidar.RealismSpec``, declared once."""
+
     num_beams: int = 72
     fov_deg: float = 360.0
     """Beams are spread evenly over the field of view, centred on the body x axis."""
     max_range_m: float = 6.0
     """Misses and hits beyond this read max_range_m."""
-    range_noise_std_m: float = 0.01
-    """Gaussian range noise (m, standard deviation) on the policy's scan (the privileged clean scan
-    has none). The realism keys below act on the policy's scan too; order and choices:
-    navexp.sim.lidar.LidarRealism."""
-    dropout_prob: float = 0.0
-    """Probability per beam and scan of no return; a dropped beam reads max_range_m (like a miss)."""
-    jitter_deg: float = 0.0
-    """Beam angle error, uniform in +-jitter_deg per beam and scan (at most the beam spacing);
-    realised by interpolating the clean scan towards the neighbouring beam."""
-    range_bias_m: float = 0.0
-    """Added to every range (m), after range_scale."""
-    range_scale: float = 1.0
-    """Every range is multiplied by this (dimensionless calibration error)."""
-    min_range_m: float = 0.0
-    """Readings below this (m) are invalid and read max_range_m (no return); 0: off."""
-    resolution_m: float = 0.0
-    """Ranges rounded to multiples of this (m); 0: off."""
-    latency_steps: int = 0
-    """The policy sees the scan of this many control steps before (0: the current one)."""
 
 
 @dataclass
