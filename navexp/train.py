@@ -41,7 +41,7 @@ from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_ov
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.learn.runner import NavRunner
 from navexp.sim import resolve_device
-from navexp.sweep.trial import objective, pruning_callback, record_metrics
+from navexp.sweep.trial import objective, pruning_callback, record_metrics, trial_record
 from navexp.task.curriculum import SuccessCurriculum, make_curriculum, restore_curriculum
 from navexp.task.env import NavEnv
 
@@ -49,11 +49,21 @@ register_configs()
 
 
 def _logger_cfg(cfg: DictConfig, run_dir: Path, run_id: str | None) -> str | dict:
+    """rsl_rl's logger entry: TensorBoard, or navexp's W&B writer; a sweep trial's run is marked as one
+    (``job_type="trial"``, tags, and ``config.optuna``: what was searched)."""
     lg = cfg.logger
     if lg.type == "tensorboard":
         return "tensorboard"
     if lg.type != "wandb":
         raise ValueError(f"logger.type={lg.type!r} is invalid; allowed: tensorboard | wandb")
+    config = OmegaConf.to_container(cfg, resolve=True)
+    tags, job_type = list(lg.tags), "train"
+    optuna_record = trial_record(cfg)
+    if optuna_record is not None:
+        config["optuna"] = optuna_record
+        job_type = "trial"
+        tags += [f"study:{optuna_record['study']}", *(f"objective:{o}" for o in optuna_record["objectives"])]
+        tags += [f"searched:{k}" for k in optuna_record["params"]]
     return {
         "class_name": "navexp.experiment.wandb_writer:WandbWriter",
         "project": str(lg.project),
@@ -61,9 +71,10 @@ def _logger_cfg(cfg: DictConfig, run_dir: Path, run_id: str | None) -> str | dic
         "entity": lg.entity,
         "group": lg.group or str(cfg.experiment_name),
         "name": lg.name or run_dir.name,
-        "tags": list(lg.tags),
+        "tags": tags,
         "run_id": run_id,
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": config,
+        "job_type": job_type,
     }
 
 
@@ -139,11 +150,29 @@ def _run(
 ) -> float | list[float]:
     start = _prepare(cfg, run_dir, overrides, quiet, ctx)
     training = _build(cfg, start, quiet, ctx)
-    _learn(cfg, training.runner, start, ctx)
-    _check_ranks_agree(training, start, ctx)
-    if not ctx.is_main:
-        return objective(cfg, {"success_rate": float("nan")})
-    return _finish(cfg, training, start, overrides)
+    try:
+        _learn(cfg, training.runner, start, ctx)
+        _check_ranks_agree(training, start, ctx)
+        if not ctx.is_main:
+            return objective(cfg, {"success_rate": float("nan")})
+        return _finish(cfg, training, start, overrides)
+    except BaseException as e:
+        _close_logger(training.runner.logger.writer, cfg, e)
+        raise
+
+
+def _close_logger(writer, cfg: DictConfig, error: BaseException) -> None:
+    """A run that ends early: its W&B run records why (a trial's state) and is finished as failed,
+    except a pruned trial, which is a normal end."""
+    if not hasattr(writer, "finish"):
+        return
+    pruned = type(error).__name__ == "TrialPruned"
+    state = "pruned" if pruned else "interrupted" if isinstance(error, KeyboardInterrupt) else "fail"
+    summary = {"run/state": state, "run/error": f"{type(error).__name__}: {error}"}
+    if cfg.sweep.trial_id is not None:
+        summary["optuna/state"] = state
+    writer.log_summary(summary)
+    writer.finish(exit_code=0 if pruned else 1)
 
 
 def _prepare(cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext) -> Start:
@@ -328,9 +357,20 @@ def _finish(cfg: DictConfig, training: Training, start: Start, overrides: list[s
         write_atomic(run_dir / "eval.json", json.dumps(metrics, indent=2))
         _log_final(writer, cfg, metrics, runner.current_learning_iteration, figures, videos)
         record_metrics(cfg, metrics, str(run_dir))
+    value = objective(cfg, metrics)
     if hasattr(writer, "finish"):
+        summary = {"run/state": "complete"}
+        if cfg.sweep.trial_id is not None:
+            values = value if isinstance(value, list) else [value]
+            summary.update(
+                {
+                    "optuna/state": "complete",
+                    **{f"optuna/{k}": v for k, v in zip(cfg.sweep.objectives, values, strict=True)},
+                }
+            )
+        writer.log_summary(summary)
         writer.finish()
-    return objective(cfg, metrics)
+    return value
 
 
 def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:

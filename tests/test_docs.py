@@ -16,7 +16,7 @@ from navexp.experiment import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TOOLS = ("train", "evaluate", "play", "export", "bench", "bench_dist", "sweep_report")
+TOOLS = ("train", "evaluate", "play", "export", "bench", "bench_dist", "sweep_report", "compare")
 HYDRA_FLAGS = ("--help", "--hydra-help", "--cfg", "-sc", "--info")
 
 
@@ -55,7 +55,7 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
                 args = [a for t in shlex.split(rest) if (a := _clean(t)) is not None]
                 if any(a.startswith(HYDRA_FLAGS) for a in args):
                     continue  # Hydra's own flags: nothing of navexp's to check
-                if not args and tool in ("evaluate", "play", "export", "sweep_report"):
+                if not args and tool in ("evaluate", "play", "export", "sweep_report", "compare"):
                     continue  # the tool named in prose, not a command line
                 found.append((doc.name, tool, args))
     return found
@@ -96,7 +96,8 @@ def test_documented_train_commands_compose(doc, args):
 
 
 @pytest.mark.parametrize(
-    ("doc", "tool", "args"), [(d, t, a) for d, t, a in COMMANDS if t not in ("train", "sweep_report")]
+    ("doc", "tool", "args"),
+    [(d, t, a) for d, t, a in COMMANDS if t not in ("train", "sweep_report", "compare")],
 )
 def test_documented_tool_commands_parse(doc, tool, args, monkeypatch):
     """Every `python -m navexp.<tool> ...` (evaluate, play, export, bench, bench_dist): the tool's own
@@ -129,6 +130,20 @@ def test_documented_sweep_report_commands_parse(args, monkeypatch):
     monkeypatch.setattr(report, "_resolve", resolve)
     with pytest.raises(ParsedOnly):
         report.main(list(args))
+
+
+@pytest.mark.parametrize("args", [a for _, t, a in COMMANDS if t == "compare"])
+def test_documented_compare_commands_parse(args, monkeypatch):
+    """`python -m navexp.compare DIR ... [by=...] [out=...]` gets past its own argument check."""
+    from navexp import compare
+
+    def parsed(dirs, by):
+        assert dirs and all("=" not in d for d in dirs)
+        raise ParsedOnly
+
+    monkeypatch.setattr(compare, "compare", parsed)
+    with pytest.raises(ParsedOnly):
+        compare.main(list(args))
 
 
 def _mentions(pattern: str) -> list[tuple[str, str]]:

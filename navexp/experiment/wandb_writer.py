@@ -2,6 +2,14 @@
 
 It writes TensorBoard events too (it is a SummaryWriter), runs offline by default, resumes the same
 W&B run on ``resume=``, and degrades to TensorBoard-only with a warning when W&B fails.
+
+W&B's step is the PPO iteration for every scalar. rsl_rl's logger also writes wall-clock series
+(``Train/mean_reward/time``, ``Train/mean_episode_length/time``) with the elapsed seconds as their
+step (it does so for any writer that is not its own ``WandbLogWriter``); W&B drops every record
+whose step is lower than one before, so logged as they come they would cut the history after the
+first iteration. Here they go into the current iteration's row with their own x-axis
+``Perf/wall_time_s`` (``define_metric``); TensorBoard gets them as rsl_rl wrote them. Success metrics
+(tags with ``success`` in their name) are summarised as their maximum and last value.
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ from PIL import Image
 from rsl_rl.utils.log_writer import LogWriter
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
+
+TIME_AXIS = "Perf/wall_time_s"
+"""The x-axis of rsl_rl's wall-clock series in W&B (seconds since the run started)."""
 
 
 class WandbWriter(SummaryWriter, LogWriter):
@@ -31,13 +42,17 @@ class WandbWriter(SummaryWriter, LogWriter):
         tags: list[str] | None = None,
         run_id: str | None = None,
         config: dict | None = None,
+        job_type: str | None = None,
     ) -> None:
         super().__init__(log_dir, flush_secs=10)
         self.run = None
+        self._step: int | None = None
+        """The iteration of the latest per-iteration scalar (W&B's step)."""
+        self._defined: set[str] = set()
         if mode not in ("offline", "online", "disabled"):
             raise ValueError(f"logger.mode={mode!r} is invalid; allowed: offline | online | disabled")
         try:
-            import wandb
+            import wandb  # deferred: heavy, and only a run that logs to W&B needs it
 
             os.environ.setdefault("WANDB_SILENT", "true")
             self.run = wandb.init(
@@ -49,6 +64,7 @@ class WandbWriter(SummaryWriter, LogWriter):
                 dir=log_dir,
                 mode=mode,
                 id=run_id,
+                job_type=job_type,
                 resume="allow" if run_id else None,
                 config=config or {},
                 settings=wandb.Settings(init_timeout=30, silent=True),
@@ -76,12 +92,35 @@ class WandbWriter(SummaryWriter, LogWriter):
 
     def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, new_style=False) -> None:
         super().add_scalar(tag, scalar_value, global_step=global_step, walltime=walltime, new_style=new_style)
+        if self.run is None:
+            return
+        if tag.endswith("/time"):  # rsl_rl's wall-clock series: step = seconds, never W&B's step
+            if self._step is not None:
+                self._define(tag, step_metric=TIME_AXIS)
+                row = {tag: float(scalar_value), TIME_AXIS: float(global_step)}
+                self._wandb(lambda: self.run.log(row, step=self._step))
+            return
+        if global_step is not None:
+            self._step = global_step if self._step is None else max(self._step, int(global_step))
+        if "success" in tag:
+            self._define(tag, summary=("max", "last"))
         self._wandb(lambda: self.run.log({tag: float(scalar_value)}, step=global_step))
+
+    def _define(self, tag: str, step_metric: str | None = None, summary: tuple[str, ...] = ()) -> None:
+        """``define_metric`` once per tag: its x-axis, and each summary it keeps (max, last)."""
+        if tag in self._defined:
+            return
+        self._defined.add(tag)
+        if step_metric is not None:
+            self._wandb(lambda: self.run.define_metric(step_metric))
+            self._wandb(lambda: self.run.define_metric(tag, step_metric=step_metric))
+        for kind in summary:
+            self._wandb(lambda kind=kind: self.run.define_metric(tag, summary=kind))
 
     def add_figure(self, tag, figure, global_step=None, close=True, walltime=None) -> None:
         """TensorBoard image plus a W&B image of the same matplotlib figure."""
         if self.run is not None:
-            import wandb
+            import wandb  # deferred (see __init__)
 
             self._wandb(lambda: self.run.log({tag: wandb.Image(figure)}, step=global_step))
         super().add_figure(tag, figure, global_step=global_step, close=close, walltime=walltime)
@@ -89,7 +128,7 @@ class WandbWriter(SummaryWriter, LogWriter):
     def add_gif(self, tag: str, path, global_step: int | None = None) -> None:
         """TensorBoard animated image plus a W&B video of the same GIF file."""
         if self.run is not None:
-            import wandb
+            import wandb  # deferred (see __init__)
 
             self._wandb(lambda: self.run.log({tag: wandb.Video(str(path), format="gif")}, step=global_step))
         self._get_file_writer().add_summary(gif_summary(tag, path), global_step)
@@ -111,8 +150,9 @@ class WandbWriter(SummaryWriter, LogWriter):
         """Called by rsl_rl at the end of learn(): flush only; the run stays open for the evaluation."""
         self.flush()
 
-    def finish(self) -> None:
-        """Close the W&B run (after the final evaluation is logged) and wait until its records are on disk.
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the W&B run (after the final evaluation is logged) and wait until its records are on disk;
+        a non-zero ``exit_code`` marks it failed.
 
         wandb writes offline records from a service process; tearing the service down flushes them, so
         the run directory is complete when training returns (a later init starts a new service).
@@ -120,9 +160,9 @@ class WandbWriter(SummaryWriter, LogWriter):
         self.flush()
         if self.run is None:
             return
-        import wandb
+        import wandb  # deferred: wandb is imported only when a run logs to it
 
-        self._wandb(lambda: self.run.finish())
+        self._wandb(lambda: self.run.finish(exit_code=exit_code))
         try:
             wandb.teardown()
         except Exception as e:

@@ -31,6 +31,23 @@ def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
     return values[0] if len(values) == 1 else values
 
 
+def trial_record(cfg: DictConfig) -> dict | None:
+    """What a trial's W&B run records of its study (None outside a sweep): ``{study, trial_number,
+    params: {<override key>: value}, objectives, directions}``, the flat ``config.optuna`` a
+    parallel-coordinates panel reads."""
+    if cfg.sweep.trial_id is None:
+        return None
+    trial = _trial(cfg)
+    frozen = trial.study._storage.get_trial(int(cfg.sweep.trial_id))
+    return {
+        "study": str(cfg.sweep.study_name),
+        "trial_number": int(frozen.number),
+        "params": dict(frozen.params),
+        "objectives": list(cfg.sweep.objectives),
+        "directions": [d.name.lower() for d in trial.study.directions],
+    }
+
+
 def _trial(cfg: DictConfig):
     sw = cfg.sweep
     pruner = optuna.pruners.MedianPruner(

@@ -1,0 +1,261 @@
+"""Results across runs and seeds: find finished runs under some folders, group them, aggregate.
+
+A run is a folder with ``config.yaml`` (``navexp.train`` writes it first); it is finished when it
+also holds ``eval.json``. Runs group by their command-line overrides other than ``seed`` (Hydra's
+``.hydra/overrides.yaml``; sweep trials: their sampled parameters too), or by the values of chosen
+config keys (``by=ppo.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
+interval and its interquartile mean (IQM); the means of the other evaluation metrics and of every
+suite entry's success rate.
+
+Intervals follow Agarwal et al., "Deep RL at the Edge of the Statistical Precipice" (NeurIPS 2021),
+as ``rliable`` computes them: a bootstrap over runs (one task, so the stratified bootstrap is the
+plain one; ``scipy.stats.bootstrap``, percentile method, 10,000 resamples, a fixed seed) of the mean;
+the IQM is the mean of the middle 50 % of runs (``scipy.stats.trim_mean(x, 0.25)``). A group of one
+run reports that run's own Wilson interval over its evaluation episodes (eval.json). rliable itself is
+not used: it imports only with pandas < 3 here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from scipy import stats  # noqa: E402
+
+METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
+"""Evaluation metrics averaged per group besides the success rate (eval.json top level)."""
+COLUMNS = (
+    "n_runs",
+    "success_rate_mean",
+    "success_rate_ci95_low",
+    "success_rate_ci95_high",
+    "success_rate_iqm",
+)
+IGNORED = ("seed", "hydra.", "hydra/", "resume", "experiment_name")
+"""Overrides that never tell groups apart (the seed, Hydra's own settings, where a run lives)."""
+
+
+@dataclass
+class Run:
+    """One run directory and what it recorded."""
+
+    path: Path
+    overrides: list[str]
+    config: Any
+    metrics: dict | None = None
+    """eval.json (None: the run has not finished)."""
+
+
+@dataclass
+class Group:
+    """Runs that share the grouping values."""
+
+    key: dict[str, str]
+    runs: list[Run] = field(default_factory=list)
+
+
+def find_runs(dirs: list[str | Path]) -> list[Run]:
+    """Every run directory (holding config.yaml) under ``dirs``, in path order."""
+    runs = []
+    for d in dirs:
+        root = Path(d)
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such directory")
+        configs = sorted(
+            p for p in root.rglob("config.yaml") if not {".hydra", "wandb"} & set(p.relative_to(root).parts)
+        )
+        for cfg_path in configs:
+            run_dir = cfg_path.parent
+            ev = run_dir / "eval.json"
+            metrics = json.loads(ev.read_text()) if ev.is_file() else None
+            runs.append(Run(run_dir, _overrides(run_dir), OmegaConf.load(cfg_path), metrics))
+    return runs
+
+
+def _overrides(run_dir: Path) -> list[str]:
+    """The run's command-line overrides (Hydra's record), without those that never tell groups apart."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    given = yaml.safe_load(path.read_text()) if path.is_file() else []
+    return sorted(o for o in given or [] if not o.lstrip("+~").startswith(IGNORED))
+
+
+def varying_keys(runs: list[Run]) -> list[str]:
+    """Config keys whose values differ between the runs (dotted, sorted): what ``by=`` can name."""
+    flat = [_flatten(OmegaConf.to_container(r.config, resolve=False)) for r in runs]
+    keys = set().union(*flat) if flat else set()
+    return sorted(k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1)
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
+    """Group finished runs by their overrides other than the seed, or by the config keys ``by``.
+
+    A ``by`` key missing from a run's config fails naming it and the keys that vary across the runs.
+    """
+    groups: dict[tuple, Group] = {}
+    for run in runs:
+        if by:
+            key = {}
+            for k in by:
+                value = OmegaConf.select(run.config, k, default="__missing__")
+                if value == "__missing__":
+                    raise KeyError(
+                        f"by={k!r} is not a config key of {run.path}; keys that vary: {varying_keys(runs)}"
+                    )
+                key[k] = json.dumps(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+        else:
+            key = dict(o.lstrip("+").split("=", 1) for o in run.overrides if "=" in o)
+        groups.setdefault(tuple(sorted(key.items())), Group(key)).runs.append(run)
+    return list(groups.values())
+
+
+def success_interval(rates: np.ndarray, single: dict | None = None) -> tuple[float, float]:
+    """95 % interval of the mean success rate over runs (bootstrap); one run: its Wilson interval."""
+    if len(rates) == 1:
+        lo, hi = (single or {}).get("success_rate_ci95", [math.nan, math.nan])
+        return float(lo), float(hi)
+    if np.ptp(rates) == 0:
+        return float(rates[0]), float(rates[0])
+    res = stats.bootstrap(
+        (rates,), np.mean, confidence_level=0.95, n_resamples=10_000, method="percentile", random_state=0
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def summarize(group: Group) -> dict[str, Any]:
+    """One table row: the grouping values, n_runs, success mean/interval/IQM, the other metrics' means."""
+    done = [r.metrics for r in group.runs]
+    rates = np.array([m["success_rate"] for m in done], dtype=float)
+    lo, hi = success_interval(rates, done[0])
+    row: dict[str, Any] = dict(group.key)
+    row.update(
+        n_runs=len(done),
+        success_rate_mean=float(rates.mean()),
+        success_rate_ci95_low=lo,
+        success_rate_ci95_high=hi,
+        success_rate_iqm=float(stats.trim_mean(rates, 0.25)),
+    )
+    for name in METRICS:
+        values = [m.get(name) for m in done if m.get(name) is not None]
+        row[f"{name}_mean"] = float(np.mean(values)) if values else None
+    for entry in sorted({e for m in done for e in (m.get("entries") or {})}):
+        values = [m["entries"][entry]["success_rate"] for m in done if entry in (m.get("entries") or {})]
+        row[f"{entry}.success_rate_mean"] = float(np.mean(values))
+    return row
+
+
+@dataclass
+class Comparison:
+    """The table of a comparison and what it rests on."""
+
+    rows: list[dict]
+    """One row per group (``summarize``)."""
+    rates: list[np.ndarray]
+    """Per group (same order), each run's success rate."""
+    unfinished: list[Path]
+    """Run directories without eval.json (listed, never silently dropped)."""
+
+
+def compare(dirs: list[str | Path], by: list[str] | None = None) -> Comparison:
+    """Group and aggregate the finished runs under ``dirs``; list the unfinished ones."""
+    runs = find_runs(dirs)
+    if not runs:
+        raise FileNotFoundError(f"no run directories (with config.yaml) under {[str(d) for d in dirs]}")
+    finished = [r for r in runs if r.metrics is not None]
+    if by:  # check the keys on every run, also where none finished yet
+        group_runs(runs, by)
+    groups = group_runs(finished, by)
+    rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
+    return Comparison([summarize(g) for g in groups], rates, [r.path for r in runs if r.metrics is None])
+
+
+def columns(rows: list[dict]) -> list[str]:
+    """The grouping keys first, then ``COLUMNS``, then the other metrics, in first-seen order."""
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row if k not in keys]
+    head = [k for k in keys if k not in COLUMNS and not k.endswith("_mean")]
+    return head + list(COLUMNS) + [k for k in keys if k.endswith("_mean") and k not in COLUMNS]
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def markdown(rows: list[dict]) -> str:
+    """The table as Markdown."""
+    cols = columns(rows)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_table(rows: list[dict], out: Path) -> Path:
+    """``out`` as CSV (the column names of ``columns``) or, for ``.md``, Markdown."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".md":
+        out.write_text(markdown(rows) + "\n")
+        return out
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns(rows))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+def group_label(row: dict) -> str:
+    """A group's name in plots: its grouping values (``all runs`` when nothing varies)."""
+    keys = [k for k in columns([row]) if k not in COLUMNS and not k.endswith("_mean")]
+    return " ".join(f"{k}={row[k]}" for k in keys) or "all runs"
+
+
+def plot(comparison: Comparison, stem: Path) -> list[Path]:
+    """``<stem>_success.png`` (each group's mean success with its 95 % interval, runs as dots) and
+    ``<stem>_profile.png`` (performance profile: the fraction of a group's runs with success >= tau)."""
+    labels = [group_label(r) for r in comparison.rows]
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(labels) + 1.5))
+    for i, (row, rates) in enumerate(zip(comparison.rows, comparison.rates, strict=True)):
+        lo, hi = row["success_rate_ci95_low"], row["success_rate_ci95_high"]
+        ax.plot([lo, hi], [i, i], color="C0", lw=3, alpha=0.5)
+        ax.plot(row["success_rate_mean"], i, "o", color="C0")
+        ax.plot(rates, [i] * len(rates), "|", color="k", ms=10)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("success rate (mean, 95 % interval; | = one run)")
+    ax.set_xlim(0, 1.02)
+    fig.tight_layout()
+    success = stem.with_name(stem.name + "_success.png")
+    fig.savefig(success, dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    tau = np.linspace(0, 1, 201)
+    for label, rates in zip(labels, comparison.rates, strict=True):
+        ax.step(tau, [(rates >= t).mean() for t in tau], where="post", label=f"{label} ({len(rates)} runs)")
+    ax.set_xlabel("success rate tau")
+    ax.set_ylabel("fraction of runs with success >= tau")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    profile = stem.with_name(stem.name + "_profile.png")
+    fig.savefig(profile, dpi=90)
+    plt.close(fig)
+    return [success, profile]

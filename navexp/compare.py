@@ -1,0 +1,60 @@
+"""Compare runs across seeds: ``python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|.md]``.
+
+Finds the runs under the given folders (a sweep dir, a multirun dir, ``outputs/``), groups the
+finished ones by their overrides other than ``seed`` (or by the config keys ``by=``) and prints per
+group ``n_runs``, the success rate's mean, 95 % interval and IQM, and the other evaluation metrics;
+runs without eval.json are listed as unfinished. ``out=`` writes the table (CSV, or Markdown for
+``.md``) and beside it ``<stem>_success.png`` and ``<stem>_profile.png`` (``navexp.analysis.compare``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from navexp.analysis.compare import Comparison, compare, markdown, plot, write_table
+from navexp.experiment.cli import HELP_FLAGS, help_text, run_tool
+
+OPTIONS = {"by": None, "out": None}
+USAGE = "python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|FILE.md]"
+
+
+def main(argv: list[str] | None = None) -> Comparison:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in HELP_FLAGS for a in argv):
+        print(help_text(OPTIONS, USAGE, (), False, __doc__))
+        raise SystemExit(0)
+    opts = {}
+    dirs = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key in OPTIONS and value:
+            opts[key] = value
+        elif sep:
+            raise ValueError(f"unknown option {arg!r}; options: by=, out=; usage: {USAGE}")
+        else:
+            dirs.append(arg)
+    if not dirs:
+        raise ValueError(f"give at least one directory of runs; usage: {USAGE}")
+    by = [k for k in opts.get("by", "").split(",") if k] or None
+    result = compare(dirs, by)
+    if result.rows:
+        print(markdown(result.rows))
+    else:
+        print("no finished runs (none has eval.json)")
+    for path in result.unfinished:
+        print(f"unfinished (no eval.json): {path}")
+    if "out" in opts and result.rows:
+        out = write_table(result.rows, Path(opts["out"]))
+        files = plot(result, out.with_suffix(""))
+        print(f"[navexp] wrote {out}, " + ", ".join(str(f) for f in files))
+    return result
+
+
+def cli() -> None:
+    """Console script ``navexp-compare``: bad input ends in one line, exit status 2."""
+    run_tool(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,126 @@
+"""`python -m navexp.compare` on a hand-built tree of run directories: groups, counts, means, IQM and
+intervals checked by hand, unfinished runs listed, a bad `by=` key named with the keys that vary."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from navexp import compare
+
+# clip 0.1: seeds 1-4; clip 0.2: seeds 1-2 and one unfinished run; one lone run of clip 0.3.
+RUNS = {
+    "a1": ("0.1", 1, 0.80),
+    "a2": ("0.1", 2, 0.90),
+    "a3": ("0.1", 3, 0.50),
+    "a4": ("0.1", 4, 0.60),
+    "b1": ("0.2", 1, 0.95),
+    "b2": ("0.2", 2, 0.85),
+    "b3": ("0.2", 3, None),
+    "c1": ("0.3", 1, 0.70),
+}
+
+
+def make_run(root: Path, name: str, clip: str, seed: int, success: float | None) -> Path:
+    """A run dir as navexp.train leaves it: config.yaml, .hydra/overrides.yaml, eval.json when done."""
+    d = root / name
+    (d / ".hydra").mkdir(parents=True)
+    overrides = [f"ppo.clip_param={clip}", f"seed={seed}", "hydra.run.dir=x"]
+    (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    config = {"seed": seed, "ppo": {"clip_param": float(clip), "desired_kl": 0.01}, "env": {"num_envs": 4}}
+    (d / "config.yaml").write_text(yaml.safe_dump(config))
+    (d / "wandb" / "offline-run-x" / "files").mkdir(parents=True)  # W&B's own config.yaml: not a run
+    (d / "wandb" / "offline-run-x" / "files" / "config.yaml").write_text("{}")
+    if success is not None:
+        ev = {
+            "success_rate": success,
+            "collision_rate": round(1 - success, 2),
+            "timeout_rate": 0.0,
+            "spl": success / 2,
+            "barn_score": None,
+            "success_rate_ci95": [success - 0.1, success + 0.05],
+            "entries": {"room": {"success_rate": success}, "dense": {"success_rate": success - 0.1}},
+        }
+        (d / "eval.json").write_text(json.dumps(ev))
+    return d
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    for name, (clip, seed, success) in RUNS.items():
+        make_run(tmp_path / "multirun", name, clip, seed, success)
+    return tmp_path / "multirun"
+
+
+def test_groups_by_overrides_without_the_seed(tree, capsys):
+    """Three groups (clip 0.1, 0.2, 0.3); clip 0.1: 4 runs, mean (0.8+0.9+0.5+0.6)/4 = 0.70, IQM the
+    mean of the middle two (0.6, 0.8) = 0.70, the interval scipy's bootstrap of the mean; the unfinished
+    b3 is listed."""
+    result = compare.main([str(tree)])
+    rows = {r["ppo.clip_param"]: r for r in result.rows}
+    assert set(rows) == {"0.1", "0.2", "0.3"}
+    a = rows["0.1"]
+    assert a["n_runs"] == 4
+    assert a["success_rate_mean"] == pytest.approx(0.70)
+    assert a["success_rate_iqm"] == pytest.approx((0.6 + 0.8) / 2)
+    boot = stats.bootstrap(
+        (np.array([0.8, 0.9, 0.5, 0.6]),), np.mean, n_resamples=10_000, method="percentile", random_state=0
+    )
+    assert (a["success_rate_ci95_low"], a["success_rate_ci95_high"]) == pytest.approx(
+        (boot.confidence_interval.low, boot.confidence_interval.high)
+    )
+    assert 0.5 <= a["success_rate_ci95_low"] < 0.70 < a["success_rate_ci95_high"] <= 0.9
+    assert a["collision_rate_mean"] == pytest.approx((0.2 + 0.1 + 0.5 + 0.4) / 4)
+    assert a["spl_mean"] == pytest.approx(0.35) and a["barn_score_mean"] is None
+    assert a["dense.success_rate_mean"] == pytest.approx(0.60)
+    b = rows["0.2"]
+    assert b["n_runs"] == 2 and b["success_rate_mean"] == pytest.approx(0.90)
+    c = rows["0.3"]  # one run: its own Wilson interval from eval.json
+    assert c["n_runs"] == 1 and (c["success_rate_ci95_low"], c["success_rate_ci95_high"]) == pytest.approx(
+        (0.60, 0.75)
+    )
+    assert result.unfinished == [tree / "b3"]
+    out = capsys.readouterr().out
+    assert f"unfinished (no eval.json): {tree / 'b3'}" in out and "| ppo.clip_param | n_runs |" in out
+
+
+def test_out_writes_csv_with_the_documented_columns_and_the_plots(tree, tmp_path):
+    """out=table.csv: the grouping key, then n_runs, success_rate_mean, _ci95_low, _ci95_high, _iqm; the
+    values as printed; table_success.png and table_profile.png beside it. out=.md: Markdown."""
+    compare.main([str(tree), f"out={tmp_path / 'table.csv'}"])
+    with open(tmp_path / "table.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:6] == [
+        "ppo.clip_param",
+        "n_runs",
+        "success_rate_mean",
+        "success_rate_ci95_low",
+        "success_rate_ci95_high",
+        "success_rate_iqm",
+    ]
+    assert {r["ppo.clip_param"]: int(r["n_runs"]) for r in rows} == {"0.1": 4, "0.2": 2, "0.3": 1}
+    for name in ("table_success.png", "table_profile.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    compare.main([str(tree), f"out={tmp_path / 'table.md'}"])
+    assert (tmp_path / "table.md").read_text().startswith("| ppo.clip_param | n_runs |")
+
+
+def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
+    """by=ppo.desired_kl puts all 7 finished runs in one group; by=ppo.clip fails naming
+    ppo.clip_param and seed, the keys that vary."""
+    (row,) = compare.main([str(tree), "by=ppo.desired_kl"]).rows
+    assert row["n_runs"] == 7 and row["ppo.desired_kl"] == "0.01"
+    with pytest.raises(
+        KeyError, match=r"by='ppo.clip' is not a config key .*keys that vary: \['ppo.clip_param', 'seed'\]"
+    ):
+        compare.main([str(tree), "by=ppo.clip"])
+    with pytest.raises(ValueError, match="unknown option 'bye=seed'; options: by=, out="):
+        compare.main([str(tree), "bye=seed"])
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        compare.main([str(tree / "nope")])
