@@ -421,3 +421,18 @@ def test_family_registry_order_schema_and_duplicates():
     assert maps.cfg.corridor.walls == [1, 3] and MapSpec().cfg.corridor.walls == [1, 2]  # a copy
     with pytest.raises(ValueError, match="map family 'grid' is already registered"):
         register_family("grid")(lambda maps, spec, k, src: None)
+
+
+def test_a_composed_config_pickles_with_its_typed_maps():
+    """joblib hands trials their config pickled: env.maps comes back as the registry's MapsCfg (a
+    class built at import, published as navexp.task.maps.families.MapsCfg) with its values."""
+    import pickle
+
+    from omegaconf import OmegaConf
+
+    from navexp.task.maps.families import MapsCfg
+
+    cfg = compose_config(["env=families"])
+    back = pickle.loads(pickle.dumps(cfg))
+    assert OmegaConf.get_type(back.env.maps) is MapsCfg
+    assert back.env.maps.weights == cfg.env.maps.weights and back.env.maps.grid.fill == [0.35, 0.5]

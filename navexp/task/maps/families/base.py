@@ -94,7 +94,10 @@ def maps_cfg_schema() -> type:
         weights = {name: (1.0 if name == "random" else 0.0) for name in REGISTRY}
         fields = [("weights", dict[str, float], field(default_factory=lambda: dict(weights)))]
         fields += [(f.name, f.cfg, field(default_factory=f.cfg)) for f in REGISTRY.values() if f.cfg]
-        _SCHEMA.append(make_dataclass("MapsCfg", fields, bases=(MapsBaseCfg,)))
+        # Published as navexp.task.maps.families.MapsCfg, so pickled configs (joblib workers) find it.
+        schema = make_dataclass("MapsCfg", fields, bases=(MapsBaseCfg,))
+        schema.__module__ = "navexp.task.maps.families"
+        _SCHEMA.append(schema)
     return _SCHEMA[0]
 
 
