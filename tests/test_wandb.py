@@ -144,3 +144,33 @@ def test_a_failed_trial_run_is_finished_as_failed(tmp_path, monkeypatch):
     summary = wr.summary(file)
     assert summary["optuna/state"] == "fail" and "the simulator fell over" in summary["run/error"]
     assert wr.exit_code(file) == 1
+
+
+def test_the_study_run_tables_every_trial_with_its_state(tmp_path):
+    """`sweep_report --wandb` on a study of 3 trials (2 complete, 1 failed) writes one W&B run:
+    job_type study, group = the study, a trials table of 3 rows (number, state, ppo.clip_param,
+    success_rate, run_dir) with the failed one as 'fail', and the best trial in the summary."""
+    from navexp import sweep_report
+
+    storage = f"sqlite:///{tmp_path}/study.db"
+    study = optuna.create_study(study_name="unit", storage=storage, direction="maximize")
+    for clip, value in ((0.1, 0.5), (0.2, 0.8), (0.3, None)):
+        study.enqueue_trial({"ppo.clip_param": clip})
+        trial = study.ask()
+        trial.suggest_float("ppo.clip_param", 0.1, 0.3)
+        if value is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, value)
+    out = sweep_report.main([str(tmp_path / "study.db"), "--out", str(tmp_path / "rep"), "--wandb"])
+    (file,) = sorted(out.glob("wandb/offline-run-*/run-*.wandb"))
+    rec = wr.run_record(file)
+    assert rec.job_type == "study" and rec.run_group == "unit"
+    (table,) = sorted(file.parent.glob("files/media/table/trials_*.table.json"))
+    data = json.loads(table.read_text())
+    assert data["columns"] == ["number", "state", "ppo.clip_param", "success_rate", "run_dir"]
+    assert [row[:2] for row in data["data"]] == [[0, "complete"], [1, "complete"], [2, "fail"]]
+    assert [row[2:4] for row in data["data"]] == [[0.1, 0.5], [0.2, 0.8], [0.3, None]]
+    summary = wr.summary(file)
+    assert summary["best/trial"] == 1 and summary["best/value"] == 0.8
+    assert summary["trial_states"]["FAIL"] == 1

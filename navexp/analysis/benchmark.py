@@ -1,26 +1,7 @@
-"""The measurements behind ``python -m navexp.bench`` (throughput, navexp against classic MuJoCo side by
-side in one run) and ``python -m navexp.bench_dist`` (training with 1 and N processes).
-
-    python -m navexp.bench [device=auto] [backends=auto] [num_envs=64,256,1024] [steps=30] [ppo=1024x32]
-                           [baseline=true] [slots=none] [out=outputs/bench.json]
-
-``backends=auto`` measures both simulator backends on a CPU (warp, mujoco) and warp on CUDA.
-
-Per world count: env steps per second for (a) physics only (decimation substeps and their contacts;
-warp also brings kinematics and contacts to the final pose here, mujoco does that in its sensing
-rollout), (b) physics + LiDAR (the whole simulator step), (c) the full NavEnv.step (actions,
-physics, LiDAR, terminations, rewards, observations, resets); the same (a) and (b) for a baseline
-a user would otherwise write (the same MJCF in classic MuJoCo, one MjData per world stepped in a
-Python loop, mj_multiRay LiDAR);
-ratios navexp/baseline; the first step's time (kernel compile or cache load) apart from the steady
-state; peak host (and device) memory. Then one PPO iteration (collect and learn) at the given shape.
-
-``slots=0,16,32`` adds the cost of obstacle slots: per backend and world count, the simulator step
-(physics + LiDAR) with that many extra wall slots, all standing in the room (short walls along its
-sides, where rays and the broadphase meet them), and the full NavEnv.step with them parked (random
-layouts use no walls); the cost per extra slot is the slope against the first entry, in microseconds
-per world and control step.
-"""
+"""The measurements behind ``python -m navexp.bench`` (throughput per backend and world count against a
+classic-MuJoCo baseline written as a user would, obstacle-slot costs, one PPO iteration) and
+``python -m navexp.bench_dist`` (training with 1 and N processes). What each figure measures is in
+``navexp/bench.py``'s docstring, which is also its ``--help``."""
 
 from __future__ import annotations
 
@@ -125,7 +106,7 @@ def peak_host_mb() -> float:
 def peak_device_mb(device: str) -> float | None:
     if not device.startswith("cuda"):
         return None
-    import warp as wp
+    import warp as wp  # deferred: Warp loads (and may compile) only when a CUDA device is measured
 
     try:
         return wp.get_mempool_used_mem_high(device) / 2**20

@@ -262,8 +262,6 @@ def scene_info(env) -> SceneInfo:
 
 def write_plots(episodes: list[Episode], info: SceneInfo, out: Path, beam_every: int = 10) -> list[Path]:
     """grid.png plus one figure per failed episode; returns the files written."""
-    import matplotlib.pyplot as plt
-
     out.mkdir(parents=True, exist_ok=True)
     files = []
     fig = grid_figure(episodes, info)

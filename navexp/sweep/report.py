@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import warnings
 from pathlib import Path
 
 import optuna
@@ -44,6 +45,7 @@ def _importances(study: optuna.Study, objectives: list[str]) -> dict[str, dict[s
 
 
 def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
+    # Deferred: matplotlib only loads when a report is drawn (the sweeper imports this module).
     import matplotlib
 
     matplotlib.use("Agg")
@@ -191,6 +193,60 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
     return out
 
 
+def trial_rows(study: optuna.Study, objectives: list[str]) -> tuple[list[str], list[list]]:
+    """The study's trials as a table: number, state, every searched parameter, the objective values,
+    the run dir (failed and pruned trials included, with their state)."""
+    trials = study.get_trials(deepcopy=False)
+    params = sorted({k for t in trials for k in t.params})
+    columns = ["number", "state", *params, *objectives, "run_dir"]
+    rows = []
+    for t in trials:
+        values = list(t.values) if t.values is not None else [None] * len(objectives)
+        row = [t.number, t.state.name.lower(), *(t.params.get(k) for k in params), *values]
+        rows.append(row + [t.user_attrs.get("run_dir")])
+    return columns, rows
+
+
+def log_study_run(
+    study: optuna.Study, out: Path, objectives: list[str], project: str = "navexp", mode: str = "offline"
+) -> Path | None:
+    """One W&B run for the whole study (``job_type="study"``, group = the study): a Table of every
+    trial, the best trial in the summary and the report's plots as images, written under ``out``.
+    Offline by default; returns the run's folder (None when W&B failed, with a warning)."""
+    import wandb  # deferred: heavy, and only a study logged to W&B needs it
+
+    summary = json.loads((out / "summary.json").read_text())
+    columns, rows = trial_rows(study, objectives)
+    try:
+        run = wandb.init(
+            project=project,
+            group=study.study_name,
+            job_type="study",
+            name=f"study_{study.study_name}",
+            tags=[f"study:{study.study_name}", *(f"objective:{o}" for o in objectives)],
+            dir=str(out),
+            mode=mode,
+            config={"study": study.study_name, "objectives": objectives, "directions": summary["directions"]},
+            settings=wandb.Settings(init_timeout=30, silent=True),
+        )
+        run.log({"trials": wandb.Table(columns=columns, data=rows)})
+        for png in sorted(out.glob("*.png")):
+            run.log({f"report/{png.stem}": wandb.Image(str(png))})
+        best = {
+            k: summary[k] for k in ("best_trial", "best_value", "best_params", "best_run_dir") if k in summary
+        }
+        run.summary.update(
+            {"trial_states": summary["trial_states"], **{f"best/{k[5:]}": v for k, v in best.items()}}
+        )
+        folder = Path(run.dir).parent
+        run.finish()
+        wandb.teardown()
+    except Exception as e:  # W&B must never take the study's results with it
+        warnings.warn(f"W&B study run failed ({type(e).__name__}: {e}); the report is in {out}", stacklevel=2)
+        return None
+    return folder
+
+
 def report_dir(url: str, study_name: str, fallback: Path) -> Path:
     """Where a study's report goes: next to its sqlite file (``<db dir>/<name>/``), else ``fallback``."""
     check_path_name("sweep.study_name", study_name)
@@ -224,10 +280,21 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m navexp.sweep_report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("target", help="sweep directory, study .db file or storage URL")
     ap.add_argument("study_name", nargs="?", default=None)
     ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
+    ap.add_argument(
+        "--wandb",
+        nargs="?",
+        const="offline",
+        choices=("offline", "online"),
+        help="also write the study as one W&B run (job_type study: the trials table, the best, the plots)",
+    )
     args = ap.parse_args(argv)
     url, name, default_out = _resolve(args.target, args.study_name)
     # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
@@ -242,4 +309,10 @@ def main(argv: list[str] | None = None) -> Path:
     if "best_value" in best and not math.isnan(best["best_value"]):
         print(f"best trial {best['best_trial']}: {best['best_value']:.4g} with {best['best_params']}")
     print(f"report: {out / 'report.md'}")
+    if args.wandb:
+        folder = log_study_run(
+            study, out, json.loads((out / "summary.json").read_text())["objectives"], mode=args.wandb
+        )
+        if folder is not None:
+            print(f"W&B study run: {folder}")
     return out

@@ -48,7 +48,7 @@ from navexp.sweep.parallel import (
     fail_stale_trials,
     sweep_devices,
 )
-from navexp.sweep.report import report_dir, write_report
+from navexp.sweep.report import log_study_run, report_dir, write_report
 from navexp.sweep.space import check_keys, load_space
 
 log = logging.getLogger(__name__)
@@ -353,3 +353,8 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         summary = json.loads((out / "summary.json").read_text())
         (sweep_dir / "optimization_results.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(summary)))
         log.info(f"Study report: {out / 'report.md'}")
+        lg = self.config.logger
+        if lg.type == "wandb":  # the study as one W&B run beside its trials' runs
+            folder = log_study_run(fresh, out, self.objectives, project=str(lg.project), mode=str(lg.mode))
+            if folder is not None:
+                log.info(f"W&B study run: {folder}")
