@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,6 +242,10 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
     train_cfg = build_train_cfg(cfg)
     if start.ckpt is not None:
         check_resume(start.ckpt, cfg, env, train_cfg)  # layout, groups, model shapes: before any write
+    if cfg.logger.type == "wandb" and start.wandb_id is None:
+        # Chosen now and recorded in run_info.json below, so a run stopped before its end still
+        # resumes into the same W&B run (the writer itself only starts inside rsl_rl's learn()).
+        start.wandb_id = uuid.uuid4().hex[:8]
     train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id)
     if ctx.is_main:
         start.run_dir.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,9 @@ def make_run(root: Path, name: str, clip: str, seed: int, success: float | None)
     """A run dir as navexp.train leaves it: config.yaml, .hydra/overrides.yaml, eval.json when done."""
     d = root / name
     (d / ".hydra").mkdir(parents=True)
-    overrides = [f"ppo.clip_param={clip}", f"seed={seed}", "hydra.run.dir=x"]
+    # What a sweeper adds to a trial (its id, W&B name, device) never splits a group.
+    overrides = [f"ppo.clip_param={clip}", f"seed={seed}", "hydra.run.dir=x", f"sweep.trial_id={seed}"]
+    overrides += [f"logger.name=trial_{seed}", f"env.device=cuda:{seed % 2}"]
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     config = {"seed": seed, "ppo": {"clip_param": float(clip), "desired_kl": 0.01}, "env": {"num_envs": 4}}
     (d / "config.yaml").write_text(yaml.safe_dump(config))
@@ -44,7 +46,7 @@ def make_run(root: Path, name: str, clip: str, seed: int, success: float | None)
             "timeout_rate": 0.0,
             "spl": success / 2,
             "barn_score": None,
-            "success_rate_ci95": [success - 0.1, success + 0.05],
+            "ci95": {"success_rate": [success - 0.1, success + 0.05]},
             "entries": {"room": {"success_rate": success}, "dense": {"success_rate": success - 0.1}},
         }
         (d / "eval.json").write_text(json.dumps(ev))

@@ -144,6 +144,9 @@ def test_a_failed_trial_run_is_finished_as_failed(tmp_path, monkeypatch):
     summary = wr.summary(file)
     assert summary["optuna/state"] == "fail" and "the simulator fell over" in summary["run/error"]
     assert wr.exit_code(file) == 1
+    # The W&B id is recorded before training starts, so resume= of this run continues this W&B run.
+    info = json.loads((tmp_path / "trial_0" / "run_info.json").read_text())
+    assert info["wandb_run_id"] == wr.run_record(file).run_id
 
 
 def test_the_study_run_tables_every_trial_with_its_state(tmp_path):

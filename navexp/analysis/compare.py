@@ -42,8 +42,9 @@ COLUMNS = (
     "success_rate_ci95_high",
     "success_rate_iqm",
 )
-IGNORED = ("seed", "hydra.", "hydra/", "resume", "experiment_name")
-"""Overrides that never tell groups apart (the seed, Hydra's own settings, where a run lives)."""
+IGNORED = ("seed", "hydra.", "hydra/", "resume", "experiment_name", "sweep.", "logger.", "env.device")
+"""Overrides that never tell groups apart: the seed, Hydra's own settings, where a run lives and logs,
+what a sweeper adds to each trial (its id, number, study, W&B name) and the device it ran on."""
 
 
 @dataclass
@@ -131,7 +132,7 @@ def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
 def success_interval(rates: np.ndarray, single: dict | None = None) -> tuple[float, float]:
     """95 % interval of the mean success rate over runs (bootstrap); one run: its Wilson interval."""
     if len(rates) == 1:
-        lo, hi = (single or {}).get("success_rate_ci95", [math.nan, math.nan])
+        lo, hi = ((single or {}).get("ci95") or {}).get("success_rate") or [math.nan, math.nan]
         return float(lo), float(hi)
     if np.ptp(rates) == 0:
         return float(rates[0]), float(rates[0])

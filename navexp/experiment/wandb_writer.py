@@ -100,8 +100,10 @@ class WandbWriter(SummaryWriter, LogWriter):
                 row = {tag: float(scalar_value), TIME_AXIS: float(global_step)}
                 self._wandb(lambda: self.run.log(row, step=self._step))
             return
-        if global_step is not None:
-            self._step = global_step if self._step is None else max(self._step, int(global_step))
+        if global_step is None:
+            global_step = self._step  # the current iteration's row, never W&B's own counter
+        else:
+            self._step = int(global_step) if self._step is None else max(self._step, int(global_step))
         if "success" in tag:
             self._define(tag, summary=("max", "last"))
         self._wandb(lambda: self.run.log({tag: float(scalar_value)}, step=global_step))

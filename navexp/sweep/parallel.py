@@ -231,12 +231,19 @@ def admission_lock(storage: optuna.storages.RDBStorage, study_name: str, sweep_d
     url = str(storage.engine.url)
     if url.startswith("postgresql"):
         key = int.from_bytes(hashlib.sha256(f"navexp:{study_name}".encode()).digest()[:8], "big", signed=True)
-        with storage.engine.connect() as conn:
+        # Autocommit: the connection holding the lock is never left idle inside a transaction (a
+        # server's idle_in_transaction_session_timeout would end it and drop the lock).
+        with storage.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
             try:
                 yield
             finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                try:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                except Exception as e:  # a lost connection released the lock already
+                    log.warning(
+                        f"admission lock of study {study_name}: unlock failed ({type(e).__name__}: {e})"
+                    )
         return
     if url.startswith("sqlite:///") and storage.engine.url.database:
         db = Path(storage.engine.url.database)

@@ -9,6 +9,7 @@ The study may still be running: the report is a snapshot and prints the trial co
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import warnings
@@ -208,11 +209,19 @@ def trial_rows(study: optuna.Study, objectives: list[str]) -> tuple[list[str], l
 
 
 def log_study_run(
-    study: optuna.Study, out: Path, objectives: list[str], project: str = "navexp", mode: str = "offline"
+    study: optuna.Study,
+    out: Path,
+    objectives: list[str],
+    project: str = "navexp",
+    mode: str = "offline",
+    entity: str | None = None,
+    group: str | None = None,
 ) -> Path | None:
-    """One W&B run for the whole study (``job_type="study"``, group = the study): a Table of every
-    trial, the best trial in the summary and the report's plots as images, written under ``out``.
-    Offline by default; returns the run's folder (None when W&B failed, with a warning)."""
+    """One W&B run for the whole study (``job_type="study"``, group = the trials' group, by default the
+    study): a Table of every trial, the best trial in the summary and the report's plots as images,
+    written under ``out``. Its id follows from the study name, so every worker that finishes and every
+    later report update the same run. Offline by default; returns the run's folder (None when W&B
+    failed, with a warning)."""
     import wandb  # deferred: heavy, and only a study logged to W&B needs it
 
     summary = json.loads((out / "summary.json").read_text())
@@ -220,7 +229,10 @@ def log_study_run(
     try:
         run = wandb.init(
             project=project,
-            group=study.study_name,
+            entity=entity,
+            group=group or study.study_name,
+            id="study-" + hashlib.sha256(study.study_name.encode()).hexdigest()[:12],
+            resume="allow",
             job_type="study",
             name=f"study_{study.study_name}",
             tags=[f"study:{study.study_name}", *(f"objective:{o}" for o in objectives)],
@@ -288,6 +300,8 @@ def main(argv: list[str] | None = None) -> Path:
     ap.add_argument("target", help="sweep directory, study .db file or storage URL")
     ap.add_argument("study_name", nargs="?", default=None)
     ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
+    ap.add_argument("--project", default="navexp", help="W&B project of the study run (with --wandb)")
+    ap.add_argument("--entity", default=None, help="W&B entity of the study run (with --wandb)")
     ap.add_argument(
         "--wandb",
         nargs="?",
@@ -311,7 +325,12 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"report: {out / 'report.md'}")
     if args.wandb:
         folder = log_study_run(
-            study, out, json.loads((out / "summary.json").read_text())["objectives"], mode=args.wandb
+            study,
+            out,
+            json.loads((out / "summary.json").read_text())["objectives"],
+            args.project,
+            args.wandb,
+            args.entity,
         )
         if folder is not None:
             print(f"W&B study run: {folder}")

@@ -355,6 +355,14 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         log.info(f"Study report: {out / 'report.md'}")
         lg = self.config.logger
         if lg.type == "wandb":  # the study as one W&B run beside its trials' runs
-            folder = log_study_run(fresh, out, self.objectives, project=str(lg.project), mode=str(lg.mode))
+            folder = log_study_run(
+                fresh,
+                out,
+                self.objectives,
+                str(lg.project),
+                str(lg.mode),
+                lg.entity,
+                lg.group or self.study_name,
+            )
             if folder is not None:
                 log.info(f"W&B study run: {folder}")
