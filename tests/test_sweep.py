@@ -103,7 +103,7 @@ def test_nan_objective_and_crashing_trials_keep_the_study_alive(tmp_path):
 def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path):
     space = write_space(tmp_path, "env.lidar.num_beams: choice(0, -1, -2)\n")
     proc = sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", "sweep.n_trials=5", check=False)
-    assert proc.returncode != 0 and "more than sweep.max_failure_rate=0.5" in proc.stderr
+    assert proc.returncode != 0 and "more than max_failure_rate=0.5 (sweep.max_failure_rate" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
     assert states == [TrialState.FAIL] * 3
     report = tmp_path / "unit" / "report.md"  # the report the message points to, next to study.db
@@ -125,14 +125,15 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
     on the re-run and does not count: 1 more trial reaches sweep.n_trials=2 (it had no params to rerun)."""
     import time
 
-    storage = optuna.storages.RDBStorage(
-        f"sqlite:///{tmp_path}/study.db", heartbeat_interval=1, grace_period=2
-    )
+    from navexp.sweep.parallel import beat
+    from navexp.sweep.storage import open_storage, trial_id
+
+    storage = open_storage(f"sqlite:///{tmp_path}/study.db")
     study = optuna.create_study(study_name="unit", storage=storage, direction="maximize")
     done = study.ask()
     study.tell(done, 0.5)
     killed = study.ask()
-    storage.record_heartbeat(killed._trial_id)
+    beat(storage, trial_id(killed))
     time.sleep(3)
     space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     sweep(
@@ -149,7 +150,8 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
 
 
 def test_multi_objective_and_pruning_reports(tmp_path):
-    """Two objectives give a Pareto front; pruning reports record the trials' intermediate values."""
+    """Two objectives (multi-objective TPE) give a Pareto front; pruning reports (Wilcoxon pruner)
+    record the trials' intermediate values."""
     space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
     sweep(
         tmp_path,
@@ -171,12 +173,33 @@ def test_multi_objective_and_pruning_reports(tmp_path):
         f"sweep.space={space}",
         "sweep.n_trials=2",
         "sweep.pruning.enabled=true",
+        "sweep.pruning.type=wilcoxon",
         "sweep.pruning.interval=1",
         "sweep.pruning.n_warmup_steps=0",
         "ppo.max_iterations=3",
     )
     trials = load(tmp2).trials
     assert all(sorted(t.intermediate_values) == [0, 1, 2] for t in trials if t.state == TrialState.COMPLETE)
+
+
+def test_gp_sampler_on_a_journal_file_with_the_plugins_n_trials(tmp_path):
+    """`hydra/sweeper/sampler=gp` with `hydra.sweeper.n_trials=3` (the plugin's key; sweep.n_trials says
+    10) on `sweep.storage=journal:<file>`: 3 COMPLETE trials of real trainings, report next to the file."""
+    from navexp.sweep.storage import open_storage
+
+    proc = sweep(
+        tmp_path,
+        "hydra/sweeper=optuna",
+        "hydra/sweeper/sampler=gp",
+        "hydra.sweeper.n_trials=3",
+        "sweep.space=ppo_trust_region",
+        f"sweep.storage=journal:{tmp_path}/study.log",
+    )
+    assert "sampler GPSampler" in proc.stdout + proc.stderr
+    study = optuna.load_study(study_name="unit", storage=open_storage(f"journal:{tmp_path}/study.log"))
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
+    assert len({t.params["ppo.clip_param"] for t in study.trials}) == 3
+    assert json.loads((tmp_path / "unit" / "summary.json").read_text())["trial_states"]["COMPLETE"] == 3
 
 
 def test_basic_sweeper_still_runs_seeds(tmp_path):

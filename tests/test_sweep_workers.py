@@ -1,5 +1,6 @@
-"""Many workers on one study (sqlite, PostgreSQL): distinct parameters, distinct run directories, and
-trials of a killed worker re-run without touching finished ones. Real sweeper subprocesses, tiny trials."""
+"""Many workers on one study (sqlite, PostgreSQL, a journal file): distinct parameters, distinct run
+directories, and trials of a killed worker re-run without touching finished ones. Real sweeper
+subprocesses, tiny trials."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ from optuna.trial import TrialState
 from navexp.sweep.parallel import (
     WORKER_STOPPED,
     assign_devices,
+    beat,
     counts_as_finished,
-    derived_seed,
+    fail_stale_trials,
     sweep_devices,
 )
+from navexp.sweep.samplers import derived_seed
+from navexp.sweep.storage import open_storage, trial_id
 
 # 1 PPO iteration, 4 held-out episodes: a trial takes a few seconds on 2 cores.
 RUN = [o for o in TINY if not o.startswith("ppo.max_iterations")]
@@ -83,7 +87,9 @@ def postgres_url() -> str:
     try:
         import sqlalchemy
 
-        sqlalchemy.create_engine(url, connect_args={"connect_timeout": 5}).connect().close()
+        from navexp.sweep.storage import sqlalchemy_url
+
+        sqlalchemy.create_engine(sqlalchemy_url(url), connect_args={"connect_timeout": 5}).connect().close()
     except Exception as e:
         pytest.skip(f"PostgreSQL at {url} is not reachable: {type(e).__name__}: {str(e)[:200]}")
     return url
@@ -100,7 +106,7 @@ def two_workers(tmp_path: Path, storage: str, study: str) -> optuna.Study:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    return optuna.load_study(study_name=study, storage=storage)
+    return optuna.load_study(study_name=study, storage=open_storage(storage))
 
 
 def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
@@ -119,6 +125,13 @@ def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_two_workers_on_one_sqlite_study(tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
+    check_shared_study(two_workers(tmp_path, storage, "unit"), tmp_path)
+
+
+@pytest.mark.e2e
+def test_two_workers_on_one_journal_file_study(tmp_path):
+    """optuna's JournalStorage on a file (workers on a shared filesystem): the same guarantees."""
+    storage = f"journal:{tmp_path}/study.log"
     check_shared_study(two_workers(tmp_path, storage, "unit"), tmp_path)
 
 
@@ -220,26 +233,25 @@ def test_readme_sweep_commands_are_what_hydra_accepts():
     """Every README sweep command parses with Hydra's override grammar, its search-space entries become
     Optuna distributions, and its config keys exist (the command-line forms the README promises)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
-    from optuna.distributions import CategoricalDistribution, LogUniformDistribution, UniformDistribution
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
 
     from navexp import compose_config
-    from navexp.sweep.space import check_keys
+    from navexp.sweep.space import check_keys, distributions
 
     commands = readme_sweep_commands()
-    assert len(commands) == 10
+    assert len(commands) == 13
     parser = OverridesParser.create()
     cfg = compose_config([])
-    distributions = {}
+    searched = {}
     for args in commands:
         parser.parse_overrides(args)  # raises on anything Hydra's command line would reject
         task = [a for a in args if not a.startswith(("hydra.", "hydra/"))]
-        dist, fixed = create_params_from_overrides(task)
-        distributions.update(dist)
+        dist, fixed = distributions(task)
+        searched.update(dist)
         check_keys([*dist, *fixed], cfg, "README")
-    assert distributions["ppo.clip_param"] == UniformDistribution(0.12, 0.28)
-    assert distributions["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
-    assert distributions["ppo.desired_kl"] == LogUniformDistribution(0.002, 0.05)
+    assert searched["ppo.clip_param"] == FloatDistribution(0.12, 0.28)
+    assert searched["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
+    assert searched["ppo.desired_kl"] == FloatDistribution(0.002, 0.05, log=True)
 
 
 @pytest.mark.slow
@@ -260,69 +272,46 @@ def test_submitit_local_launcher_runs_a_batch_in_parallel_processes(tmp_path):
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
 
 
-def test_ask_is_reproducible_alone_and_distinct_across_workers(tmp_path):
-    """parallel.ask on real optuna studies with TPE (constant liar), 5 trials each:
-    - two studies with the same sampler_seed, one worker each, draw the same 5 values;
-    - two workers (own sampler, same seed) alternating on one study draw 5 distinct values."""
-    from optuna.distributions import UniformDistribution
-
-    from navexp.sweep.parallel import ask
-
-    dist = UniformDistribution(0.1, 0.3)
-
-    def run(studies: list[optuna.Study], n: int) -> list[float]:
-        values = []
-        for i in range(n):
-            trial = ask(studies[i % len(studies)], sampler_seed=0)
-            x = trial._suggest("x", dist)
-            studies[0].tell(trial, -((x - 0.2) ** 2))
-            values.append(x)
-        return values
-
-    def study(name: str) -> optuna.Study:
-        sampler = optuna.samplers.TPESampler(seed=0, constant_liar=True, n_startup_trials=2)
-        storage = f"sqlite:///{tmp_path}/s.db"
-        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, load_if_exists=True)
-
-    assert run([study("a")], 5) == run([study("b")], 5)
-    shared = run([study("c"), study("c")], 5)
-    assert len(set(shared)) == 5
-    assert shared == run([study("d")], 5)  # trial numbers, not workers, pick the seeds
-
-
-def test_a_stale_trial_is_failed_and_enqueued_by_exactly_one_worker(tmp_path):
-    """Two workers see the same stale trial: the state changes once, its parameters are enqueued once
-    (a WAITING trial with the same value), and the failed trial no longer counts as finished."""
-    from navexp.sweep.parallel import _claim_failure, fail_stale_trials
-
-    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
-    trial = optuna.create_study(study_name="s", storage=storage).ask()  # the worker that stops
-    trial.suggest_float("x", 0.0, 1.0)
-    storage.record_heartbeat(trial._trial_id)
-    study = optuna.load_study(study_name="s", storage=storage)  # a live worker
-    # grace -1 s: every heartbeat counts as expired, no waiting in the test
-    assert [n for n, _ in fail_stale_trials(study, storage, grace_s=-1)] == [0]
-    assert fail_stale_trials(study, storage, grace_s=-1) == []  # the second worker finds nothing
-    assert not _claim_failure(storage, trial._trial_id)  # a racing second claim does not hit
-    trials = study.get_trials()
-    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
-    assert trials[1].system_attrs["fixed_params"] == {"x": trials[0].params["x"]}
-    assert not counts_as_finished(trials[0])
+def test_stale_trial_is_failed_and_enqueued_once_on_each_storage(tmp_path):
+    """A trial whose worker stopped beating, on sqlite and on a journal file: a live worker marks it
+    FAIL with the reason and the worker_stopped flag (not counted as finished) and enqueues its
+    parameters once (a WAITING trial with the same value); a second pass finds nothing."""
+    for url in (f"sqlite:///{tmp_path}/s.db", f"journal:{tmp_path}/s.log"):
+        storage = open_storage(url)
+        trial = optuna.create_study(study_name="s", storage=storage).ask()  # the worker that stops
+        trial.suggest_float("x", 0.0, 1.0)
+        beat(storage, trial_id(trial))
+        study = optuna.load_study(study_name="s", storage=storage)  # a live worker
+        assert fail_stale_trials(study, storage, grace_s=60) == []  # it beat just now
+        # grace -1 s: every heartbeat counts as expired, no waiting in the test
+        assert [n for n, _ in fail_stale_trials(study, storage, grace_s=-1)] == [0], url
+        assert fail_stale_trials(study, storage, grace_s=-1) == []
+        trials = study.get_trials()
+        assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING], url
+        assert trials[0].user_attrs["fail_reason"].startswith("worker stopped: no heartbeat since ")
+        assert trials[1].system_attrs["fixed_params"] == {"x": trials[0].params["x"]}
+        assert trials[1].user_attrs["rerun_of_trial"] == 0
+        assert not counts_as_finished(trials[0])
 
 
 def test_a_late_result_does_not_overwrite_another_workers_verdict(tmp_path):
     """A worker whose heartbeats stalled tells its result after another worker failed the trial: the
     sweeper logs and keeps FAIL (its parameters were enqueued again) instead of crashing."""
-    from navexp.sweep.parallel import fail_stale_trials
-    from navexp.sweep.sweeper import NavOptunaSweeperImpl
+    from navexp.sweep.sweeper import StudySweeper
 
-    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db", heartbeat_interval=1, grace_period=2)
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
     slow = optuna.create_study(study_name="s", storage=storage, direction="maximize")
     trial = slow.ask()
     trial.suggest_float("x", 0.0, 1.0)
-    storage.record_heartbeat(trial._trial_id)
+    beat(storage, trial_id(trial))
     fail_stale_trials(optuna.load_study(study_name="s", storage=storage), storage, grace_s=-1)
-    sweeper = object.__new__(NavOptunaSweeperImpl)  # only _safe_tell's state: the storage
-    sweeper._rdb = storage
+    sweeper = StudySweeper()
+    sweeper.storage = storage
     sweeper._safe_tell(slow, trial, values=[0.5])
-    assert storage.get_trial(trial._trial_id).state == TrialState.FAIL
+    assert storage.get_trial(trial_id(trial)).state == TrialState.FAIL
+    # a trial its own worker finishes keeps its result, even if flagged meanwhile
+    done = slow.ask()
+    done.suggest_float("x", 0.0, 1.0)
+    slow.tell(done, 0.7)
+    assert fail_stale_trials(slow, storage, grace_s=-1) == []
+    assert counts_as_finished(storage.get_trial(trial_id(done)))

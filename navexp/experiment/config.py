@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.plugins import Plugins
 from omegaconf import OmegaConf
 
 from navexp.task.env_cfg import EnvCfg, RobotCfg
@@ -153,12 +152,19 @@ class EvalCfg:
 class PruningCfg:
     enabled: bool = False
     """Report the rolling training success rate to the study and stop hopeless trials early."""
+    type: str = "median"
+    """median | percentile | hyperband | wilcoxon (optuna's pruners; docs/sweeps.md)."""
     interval: int = 5
     """Iterations between reports."""
     n_startup_trials: int = 3
-    """No pruning until this many trials have finished (optuna MedianPruner)."""
+    """median / percentile: no pruning until this many trials have finished."""
     n_warmup_steps: int = 10
-    """No pruning before this iteration within a trial."""
+    """No pruning before this iteration within a trial (hyperband: its minimum resource; wilcoxon: its
+    n_startup_steps)."""
+    percentile: float = 25.0
+    """percentile: prune below this percentile of earlier trials at the same iteration."""
+    p_threshold: float = 0.1
+    """wilcoxon: prune when the signed-rank test says worse than the best trial at this p-value."""
 
 
 @dataclass
@@ -173,7 +179,7 @@ class SweepCfg:
     """Optuna storage URL; default sqlite:///outputs/studies/<study_name>.db."""
     n_trials: int | None = None
     """Finished trials the study should reach (a re-run only adds the missing ones); default 50 on a GPU,
-    10 on a CPU."""
+    10 on a CPU. ``hydra.sweeper.n_trials`` is the same setting (docs/sweeps.md: which wins)."""
     n_jobs: int = 1
     """Trials launched per batch (run in parallel with hydra/launcher=joblib)."""
     sampler_seed: int = 0
@@ -270,37 +276,6 @@ class ExperimentCfg:
     ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""
 
 
-NAVEXP_SWEEPERS = {"optuna": "hydra_plugins.navexp_sweeper.NavOptunaSweeper"}
-"""``hydra/sweeper`` choices navexp runs with a sweeper class of its own (the plugin's config, our class)."""
-
-
-def hydra_sweeper_target(choice: str) -> str:
-    """The ``_target_`` Hydra itself stores for ``hydra/sweeper=<choice>`` (e.g. its basic sweeper).
-
-    Read from Hydra's public ConfigStore, where Hydra and every installed sweeper plugin register their
-    config, so navexp never names a private Hydra module.
-    """
-    Plugins.instance()  # plugins register their configs when Hydra discovers them
-    cs = ConfigStore.instance()
-    options = sorted(n.removesuffix(".yaml") for n in cs.list("hydra/sweeper") if n.endswith(".yaml"))
-    if choice not in options:
-        raise ValueError(f"hydra/sweeper={choice!r} is not supported here; allowed: {options}")
-    return str(cs.load(f"hydra/sweeper/{choice}.yaml").node._target_)
-
-
-def _sweeper_target(*, _root_: Any) -> str:
-    """The sweeper class for the chosen ``hydra/sweeper``: navexp's Optuna sweeper for ``optuna``,
-    otherwise the chosen sweeper's own class (Hydra's basic sweeper by default).
-
-    Hydra rejects an app YAML that shadows the plugin's ``hydra/sweeper/optuna`` config, and a search
-    space under ``hydra.sweeper.params`` breaks the basic sweeper; resolving only ``_target_`` (a key
-    every sweeper config has) by the chosen option keeps both ``-m seed=1,2`` and
-    ``-m hydra/sweeper=optuna`` working.
-    """
-    choice = str(_root_.hydra.runtime.choices.get("hydra/sweeper"))
-    return NAVEXP_SWEEPERS.get(choice) or hydra_sweeper_target(choice)
-
-
 def _path_name(key: str, value: Any) -> str:
     """``${navexp_path_name:experiment_name,${experiment_name}}``: the value, once it is a safe name.
 
@@ -313,7 +288,6 @@ def _path_name(key: str, value: Any) -> str:
 
 def register_configs() -> None:
     """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
-    OmegaConf.register_new_resolver("navexp_sweeper_target", _sweeper_target, replace=True)
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=ExperimentCfg)

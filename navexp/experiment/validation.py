@@ -52,6 +52,15 @@ def validate_run_cfg(cfg: Any) -> None:
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
+    pruning = cfg.sweep.pruning
+    if pruning.type not in PRUNERS:
+        raise ValueError(
+            f"sweep config: sweep.pruning.type={pruning.type!r} is invalid; allowed: {list(PRUNERS)}"
+        )
+
+
+PRUNERS = ("median", "percentile", "hyperband", "wilcoxon")
+"""``sweep.pruning.type`` values (navexp/sweep/trial.py builds them; this module imports no optuna)."""
 
 
 def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:

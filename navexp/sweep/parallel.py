@@ -1,11 +1,10 @@
-"""Many workers on one study: per-trial sampler seeds, stopped workers' trials, trial dirs, devices.
+"""Many workers on one study: heartbeats, stopped workers' trials, trial dirs, devices, admission.
 
 Every worker (the same sweep command in another terminal, on another machine, or as a launcher
-job) talks to the others only through the study's storage:
+job) talks to the others only through the study's storage (any of navexp/sweep/storage.py's):
 
-- the sampler is re-seeded before each trial from ``(sweep.sampler_seed, trial number)``; trial
-  numbers are unique in a study, so concurrent workers sample distinct parameters, and one worker
-  alone draws the same sequence on every run;
+- the sampler is rebuilt before each trial with a seed from ``(sweep.sampler_seed, trial number)``
+  (navexp/sweep/samplers.py), so concurrent workers sample distinct parameters;
 - a RUNNING trial whose heartbeat is older than the grace period belongs to a worker that stopped:
   it is marked FAIL with a ``fail_reason``, flagged ``worker_stopped`` (not counted as a finished
   trial) and its parameters are enqueued again;
@@ -20,134 +19,83 @@ import contextlib
 import fcntl
 import hashlib
 import logging
-import random
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import optuna
-from optuna.storages._rdb import models
-from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
-from sqlalchemy import func, orm, text
+from sqlalchemy import create_engine, text
+
+from navexp.sweep.storage import journal_path, sqlalchemy_url, trial_id
 
 log = logging.getLogger(__name__)
 
 WORKER_STOPPED = "worker_stopped"
 """System attribute of a trial failed because its worker stopped (value: its last heartbeat)."""
+HEARTBEAT = "navexp:heartbeat"
+"""System attribute of a running trial: the time (seconds since the epoch) its worker last beat."""
 
 
-# -- seeds ------------------------------------------------------------------------------------
-def derived_seed(sampler_seed: int, trial_number: int) -> int:
-    """The sampler seed for one trial: a hash of (sweep.sampler_seed, trial number), in [0, 2**32)."""
-    return int(np.random.SeedSequence([int(sampler_seed), int(trial_number)]).generate_state(1)[0])
-
-
-def reseed_sampler(sampler: optuna.samplers.BaseSampler, seed: int) -> None:
-    """Seed every random source of an optuna 2.10 sampler (TPE, MOTPE, random, CMA-ES, grid)."""
-    for obj in (
-        sampler,
-        getattr(sampler, "_random_sampler", None),
-        getattr(sampler, "_independent_sampler", None),
-    ):
-        if obj is not None and hasattr(obj, "_rng"):
-            obj._rng = np.random.RandomState(seed)
-    if hasattr(sampler, "_cma_rng"):
-        sampler._cma_rng = np.random.RandomState(seed)
-    if isinstance(sampler, optuna.samplers.GridSampler):  # it picks grid points with `random.choice`
-        random.seed(seed)
-
-
-def ask(study: optuna.Study, sampler_seed: int) -> optuna.trial.Trial:
-    """``study.ask()`` with the sampler seeded for the new trial's number before it samples anything.
-
-    Enqueued (WAITING) trials come first, as in ``Study.ask``; their fixed parameters win over sampling.
-    """
-    storage = study._storage
-    storage.read_trials_from_remote_storage(study._study_id)
-    trial_id = study._pop_waiting_trial_id()
-    if trial_id is None:
-        trial_id = storage.create_new_trial(study._study_id)
-    reseed_sampler(study.sampler, derived_seed(sampler_seed, storage.get_trial_number_from_id(trial_id)))
-    return optuna.trial.Trial(study, trial_id)
+# -- heartbeats and trials of stopped workers ---------------------------------------------------------
+def beat(storage: optuna.storages.BaseStorage, trial: int) -> None:
+    """Record that the worker of trial id ``trial`` is alive (any storage: a system attribute)."""
+    storage.set_trial_system_attr(trial, HEARTBEAT, time.time())
 
 
 def counts_as_finished(trial: optuna.trial.FrozenTrial) -> bool:
     """COMPLETE, PRUNED or FAIL, except a FAIL whose worker stopped (its parameters run again)."""
-    return trial.state.is_finished() and WORKER_STOPPED not in trial.system_attrs
+    if trial.state == TrialState.FAIL:
+        return WORKER_STOPPED not in trial.system_attrs
+    return trial.state.is_finished()
 
 
-# -- trials of stopped workers ------------------------------------------------------------------
-def stale_trials(storage: optuna.storages.RDBStorage, study_id: int, grace_s: float) -> list[tuple[int, str]]:
-    """(trial id, last heartbeat) of RUNNING trials whose last heartbeat is older than ``grace_s``.
+def stale_trials(study: optuna.Study, grace_s: float) -> list[tuple[optuna.trial.FrozenTrial, str]]:
+    """(trial, last heartbeat) of RUNNING trials whose last heartbeat is older than ``grace_s``.
 
-    Heartbeats and "now" both come from the database server's clock, so workers' clocks may differ. A
-    RUNNING trial without any heartbeat (its worker died between creating it and the first beat, a few
-    milliseconds) counts as stale once its start (worker clock) is older than the grace period.
+    Heartbeats are the workers' clocks (workers on several machines need clocks that agree to well
+    within the grace period, as NTP gives). A RUNNING trial without any heartbeat (its worker died
+    between creating it and the first beat, a few milliseconds) counts from its start.
     """
+    now = time.time()
     out = []
-    with _create_scoped_session(storage.scoped_session) as session:
-        now = session.execute(func.now()).scalar().replace(tzinfo=None)
-        running = (
-            session.query(models.TrialModel)
-            .options(orm.selectinload(models.TrialModel.heartbeats))
-            .filter(models.TrialModel.state == TrialState.RUNNING)
-            .filter(models.TrialModel.study_id == study_id)
-            .all()
-        )
-        for t in running:
-            if t.heartbeats:
-                beat = t.heartbeats[0].heartbeat
-                if (now - beat).total_seconds() > grace_s:
-                    out.append((t.trial_id, f"{beat:%Y-%m-%d %H:%M:%S} (storage clock)"))
-            elif t.datetime_start and (datetime.now() - t.datetime_start).total_seconds() > grace_s:
-                out.append((t.trial_id, f"its start at {t.datetime_start:%Y-%m-%d %H:%M:%S} (never beat)"))
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        last = t.system_attrs.get(HEARTBEAT)
+        if last is not None and now - float(last) > grace_s:
+            out.append((t, f"{datetime.fromtimestamp(float(last)):%Y-%m-%d %H:%M:%S}"))
+        elif (
+            last is None
+            and t.datetime_start
+            and (datetime.now() - t.datetime_start).total_seconds() > grace_s
+        ):
+            out.append((t, f"its start at {t.datetime_start:%Y-%m-%d %H:%M:%S} (never beat)"))
     return out
 
 
-def _claim_failure(storage: optuna.storages.RDBStorage, trial_id: int) -> bool:
-    """Set a RUNNING trial to FAIL in one conditional UPDATE; True for the one worker whose UPDATE hit.
-
-    ``RDBStorage.set_trial_state`` reads then writes, and on sqlite two workers can both pass the read,
-    so both would enqueue the parameters again; ``UPDATE ... WHERE state = RUNNING`` is atomic.
-    """
-    model = models.TrialModel
-    with _create_scoped_session(storage.scoped_session) as session:
-        hit = (
-            session.query(model)
-            .filter(model.trial_id == trial_id, model.state == TrialState.RUNNING)
-            .update(
-                {model.state: TrialState.FAIL, model.datetime_complete: datetime.now()},
-                synchronize_session=False,
-            )
-        )
-    return hit == 1
-
-
 def fail_stale_trials(
-    study: optuna.Study, storage: optuna.storages.RDBStorage, grace_s: float
+    study: optuna.Study, storage: optuna.storages.BaseStorage, grace_s: float
 ) -> list[tuple[int, dict]]:
     """Mark trials of stopped workers FAIL with a ``fail_reason`` and enqueue their parameters again.
 
-    Returns (trial number, parameters enqueued) for each trial this worker failed. When several workers
-    find the same stale trial, exactly one changes its state (see ``_claim_failure``) and enqueues.
+    Returns (trial number, parameters enqueued) for each trial this worker failed. The sweeper calls it
+    under the admission lock, so two workers never fail and enqueue the same trial; a trial whose own
+    worker tells its result meanwhile keeps that result (``UpdateFinishedTrialError``).
     """
     failed = []
-    for trial_id, since in stale_trials(storage, study._study_id, grace_s):
+    for trial, since in stale_trials(study, grace_s):
         reason = f"worker stopped: no heartbeat since {since}"
-        try:  # attributes first: a finished trial takes none (both workers write the same values)
-            storage.set_trial_user_attr(trial_id, "fail_reason", reason)
-            storage.set_trial_system_attr(trial_id, "fail_reason", reason)
-            storage.set_trial_system_attr(trial_id, WORKER_STOPPED, since)
-        except RuntimeError:  # finished meanwhile: another worker failed it, or its own worker told it
+        tid = trial_id(trial)
+        try:
+            storage.set_trial_user_attr(tid, "fail_reason", reason)
+            storage.set_trial_system_attr(tid, WORKER_STOPPED, since)
+            storage.set_trial_state_values(tid, TrialState.FAIL)
+        except UpdateFinishedTrialError:  # its own worker told it meanwhile
             continue
-        if not _claim_failure(storage, trial_id):
-            continue
-        trial = storage.get_trial(trial_id)
         if trial.params:
-            study.enqueue_trial(trial.params)
+            study.enqueue_trial(trial.params, user_attrs={"rerun_of_trial": trial.number})
         log.warning(f"trial {trial.number}: {reason}; marked FAIL, parameters enqueued again: {trial.params}")
         failed.append((trial.number, trial.params))
     return failed
@@ -219,34 +167,24 @@ def assign_devices(n_trials: int, devices: list[str]) -> list[str | None]:
 
 # -- admission: how many trials to start ------------------------------------------------------------
 @contextlib.contextmanager
-def admission_lock(storage: optuna.storages.RDBStorage, study_name: str, sweep_dir: Path) -> Iterator[None]:
+def admission_lock(url: str, study_name: str, sweep_dir: Path) -> Iterator[None]:
     """Serialise "count the study's trials, then create the missing ones" across workers.
 
     Without it two workers that both see one trial missing both start one, and the study overshoots
-    ``sweep.n_trials``. PostgreSQL: a session advisory lock keyed by the study name (workers on any
-    machine). SQLite: an exclusive ``flock`` on ``<db>.<study>.admit.lock`` next to the database file
-    (workers on one machine, as SQLite itself needs). Any other storage: the same lock file in the
-    sweep directory (workers sharing it).
+    ``n_trials``. PostgreSQL: a session advisory lock keyed by the study name (workers on any
+    machine). SQLite or a journal file: an exclusive ``flock`` on ``<file>.<study>.admit.lock`` next to
+    it (workers on that machine or that shared filesystem). Any other storage: the same lock file in
+    the sweep directory (workers sharing it).
     """
-    url = str(storage.engine.url)
-    if url.startswith("postgresql"):
-        key = int.from_bytes(hashlib.sha256(f"navexp:{study_name}".encode()).digest()[:8], "big", signed=True)
-        # Autocommit: the connection holding the lock is never left idle inside a transaction (a
-        # server's idle_in_transaction_session_timeout would end it and drop the lock).
-        with storage.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            try:
-                yield
-            finally:
-                try:
-                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                except Exception as e:  # a lost connection released the lock already
-                    log.warning(
-                        f"admission lock of study {study_name}: unlock failed ({type(e).__name__}: {e})"
-                    )
+    if url.startswith(("postgresql", "postgres:")):
+        with _advisory_lock(url, study_name):
+            yield
         return
-    if url.startswith("sqlite:///") and storage.engine.url.database:
-        db = Path(storage.engine.url.database)
+    journal = journal_path(url)
+    if journal is not None:
+        path = journal.with_name(f"{journal.name}.{study_name}.admit.lock")
+    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        db = Path(url[len("sqlite:///") :])
         path = db.with_name(f"{db.name}.{study_name}.admit.lock")
     else:
         path = Path(sweep_dir) / f".{study_name}.admit.lock"
@@ -257,3 +195,25 @@ def admission_lock(storage: optuna.storages.RDBStorage, study_name: str, sweep_d
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_ENGINES: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def _advisory_lock(url: str, study_name: str) -> Iterator[None]:
+    key = int.from_bytes(hashlib.sha256(f"navexp:{study_name}".encode()).digest()[:8], "big", signed=True)
+    engine = _ENGINES.get(url)
+    if engine is None:
+        engine = _ENGINES[url] = create_engine(sqlalchemy_url(url), pool_pre_ping=True)
+    # Autocommit: the connection holding the lock is never left idle inside a transaction (a
+    # server's idle_in_transaction_session_timeout would end it and drop the lock).
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+        try:
+            yield
+        finally:
+            try:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            except Exception as e:  # a lost connection released the lock already
+                log.warning(f"admission lock of study {study_name}: unlock failed ({type(e).__name__}: {e})")

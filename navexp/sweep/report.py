@@ -1,6 +1,6 @@
 """Study report: best parameters, every trial, parameter importances and plots, next to the study.
 
-    python -m navexp.sweep_report <sweep dir | study .db file | storage URL> [study_name] [--out DIR]
+    python -m navexp.sweep_report <sweep dir | study .db or .log file | storage URL> [study_name] [--out DIR]
 
 A sweep directory holds ``study.json`` (written by the sweeper) naming the storage and the study.
 The study may still be running: the report is a snapshot and prints the trial counts per state.
@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from optuna.visualization import matplotlib as ovm
 
 from navexp.experiment.validation import check_path_name
+from navexp.sweep.storage import JOURNAL, journal_path, open_storage, study_names
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -35,7 +36,9 @@ def _importances(study: optuna.Study, objectives: list[str]) -> dict[str, dict[s
     for i, name in enumerate(objectives):
         try:
             target = None if len(objectives) == 1 else (lambda t, i=i: t.values[i])
-            out[name] = optuna.importance.get_param_importances(study, target=target)
+            out[name] = optuna.importance.get_param_importances(
+                study, target=target, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)
+            )
         except Exception as e:  # too few complete trials, or a constant objective
             values = {t.values[i] for t in study.trials if t.state == TrialState.COMPLETE}
             why = (
@@ -82,10 +85,13 @@ def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
         if not complete:
             break
         try:
-            ax = make()
-            fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
-            fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
-            fig.tight_layout()
+            with warnings.catch_warnings():  # optuna's matplotlib plots are all "experimental"
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                warnings.filterwarnings("ignore", message=".*tight_layout.*")
+                ax = make()
+                fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+                fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
+                fig.tight_layout()
             fig.savefig(out / fname, dpi=100)
             plt.close(fig)
             made.append(fname)
@@ -260,8 +266,12 @@ def log_study_run(
 
 
 def report_dir(url: str, study_name: str, fallback: Path) -> Path:
-    """Where a study's report goes: next to its sqlite file (``<db dir>/<name>/``), else ``fallback``."""
+    """Where a study's report goes: next to its sqlite or journal file (``<dir>/<name>/``), else
+    ``fallback``."""
     check_path_name("sweep.study_name", study_name)
+    journal = journal_path(url)
+    if journal is not None:
+        return journal.parent / study_name
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
         return Path(url[len("sqlite:///") :]).parent / study_name
     return fallback
@@ -275,14 +285,17 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
         return url, name, report_dir(url, name, p / "report")
     if p.is_file() and p.suffix == ".db":
         url = f"sqlite:///{p.resolve()}"
-    elif "://" in target:
+    elif p.is_file() and p.suffix in (".log", ".journal"):
+        url = f"{JOURNAL}{p.resolve()}"
+    elif "://" in target or target.startswith(JOURNAL):
         url = target
     else:
         raise FileNotFoundError(
-            f"{target}: give a sweep directory (with study.json), a study .db file or a storage URL"
+            f"{target}: give a sweep directory (with study.json), a study .db or journal .log file, "
+            f"or a storage URL"
         )
     if study_name is None:
-        names = [s.study_name for s in optuna.get_all_study_summaries(url)]
+        names = study_names(open_storage(url))
         if len(names) != 1:
             raise ValueError(
                 f"{target} holds studies {names}; name one: python -m navexp.sweep_report {target} NAME"
@@ -297,7 +310,7 @@ def main(argv: list[str] | None = None) -> Path:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("target", help="sweep directory, study .db file or storage URL")
+    ap.add_argument("target", help="sweep directory, study .db or journal .log file, or storage URL")
     ap.add_argument("study_name", nargs="?", default=None)
     ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
     ap.add_argument("--project", default="navexp", help="W&B project of the study run (with --wandb)")
@@ -312,7 +325,7 @@ def main(argv: list[str] | None = None) -> Path:
     args = ap.parse_args(argv)
     url, name, default_out = _resolve(args.target, args.study_name)
     # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
-    study = optuna.load_study(study_name=name, storage=url)
+    study = optuna.load_study(study_name=name, storage=open_storage(url))
     counts = {s.name: n for s in TrialState if (n := sum(t.state == s for t in study.trials))}
     print(f"study {name}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"))
     info_objectives = None

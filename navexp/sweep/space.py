@@ -1,12 +1,24 @@
-"""Named search spaces (``sweeps/<name>.yaml``) and the check that every key exists in the config."""
+"""Search spaces: named ones (``sweeps/<name>.yaml``), Hydra's sweep syntax turned into optuna
+distributions, and the check that every key exists in the config.
+
+The syntax and its meaning are hydra-optuna-sweeper's, so its users' spaces mean the same here:
+``choice(a, b)`` categorical; ``range(a, b[, step])`` integers (floats with a float bound or step)
+from a to b, b included; ``interval(a, b)`` uniform (integers when both bounds are); ``tag(log,
+interval(a, b))`` log-uniform; ``shuffle(range(...))`` categorical; a plain ``key=value`` is fixed.
+"""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, Transformer
 from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from navexp.paths import SWEEPS_DIR
 
@@ -59,3 +71,70 @@ def check_keys(keys: list[str], cfg: DictConfig, where: str) -> None:
         raise KeyError(
             f"{where}: {len(missing)} key(s) not in the config: {hints} (key: closest existing keys)"
         )
+
+
+def _choices(override: Override) -> CategoricalDistribution:
+    values = list(override.sweep_iterator(transformer=Transformer.encode))
+    bad = [v for v in values if not isinstance(v, (str, int, float, bool, type(None)))]
+    if bad:
+        raise ValueError(f"{override.input_line}: choices must be str, int, float, bool or null, got {bad}")
+    return CategoricalDistribution(values)
+
+
+def distribution(override: Override) -> BaseDistribution | str:
+    """The optuna distribution of one parsed override; its value as a string when it is not a sweep."""
+    if not override.is_sweep_override():
+        return override.get_value_element_as_str()
+    value = override.value()
+    if override.is_choice_sweep():
+        return _choices(override)
+    if override.is_range_sweep():
+        if value.shuffle:
+            return _choices(override)
+        if any(isinstance(x, float) for x in (value.start, value.stop, value.step)):
+            return FloatDistribution(value.start, value.stop, step=value.step)
+        return IntDistribution(int(value.start), int(value.stop), step=int(value.step))
+    if override.is_interval_sweep():
+        log = "log" in value.tags
+        if isinstance(value.start, int) and isinstance(value.end, int):
+            return IntDistribution(value.start, value.end, log=log)
+        return FloatDistribution(float(value.start), float(value.end), log=log)
+    raise ValueError(f"{override.input_line}: this sweep is not supported; use choice, range or interval")
+
+
+def distributions(arguments: list[str]) -> tuple[dict[str, BaseDistribution], dict[str, str]]:
+    """({key: distribution} of the sweep overrides, {key: value} of the fixed ones)."""
+    searched, fixed = {}, {}
+    for override in OverridesParser.create().parse_overrides(arguments):
+        d = distribution(override)
+        key = override.get_key_element()
+        if isinstance(d, BaseDistribution):
+            searched[key] = d
+        else:
+            fixed[key] = d
+    return searched, fixed
+
+
+def distributions_from_config(search_space: Mapping[str, Mapping[str, Any]]) -> dict[str, BaseDistribution]:
+    """hydra-optuna-sweeper's deprecated ``search_space`` form:
+    {key: {type, low, high, log, step, choices}}."""
+    out = {}
+    for key, spec in search_space.items():
+        spec = dict(spec)
+        kind = str(spec.get("type"))
+        if kind == "categorical":
+            out[str(key)] = CategoricalDistribution(list(spec["choices"]))
+        elif kind in ("int", "float"):
+            cast = int if kind == "int" else float
+            step = spec.get("step")
+            out[str(key)] = (IntDistribution if kind == "int" else FloatDistribution)(
+                cast(spec["low"]),
+                cast(spec["high"]),
+                log=bool(spec.get("log", False)),
+                step=(cast(step) if step is not None else (1 if kind == "int" else None)),
+            )
+        else:
+            raise ValueError(
+                f"hydra.sweeper.search_space.{key}.type={kind!r} is invalid; allowed: int, float, categorical"
+            )
+    return out

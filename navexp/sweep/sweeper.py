@@ -1,18 +1,19 @@
-"""navexp's Optuna sweeper: the plugin's search-space parsing and trial configuration, with a study loop
-that survives bad trials.
+"""navexp's Optuna sweeper: a Hydra ``Sweeper`` whose study loop survives bad trials and shares a study
+between any number of workers.
 
-Differences from the plugin's own loop (hydra-optuna-sweeper 1.3.0):
-- the search space, study, storage and budget come from the ``sweep`` config group, and every key of
-  the space and of the command line is checked against the composed config before the first trial;
-- a NaN/inf objective or a crashed trial is recorded as FAIL (the plugin crashes on NaN and leaves the
-  trial RUNNING); the study aborts only when failed/finished passes ``sweep.max_failure_rate``;
-- ``sweep.n_trials`` is the number of finished trials the study should reach, so re-running the same
-  command continues the study and only adds what is missing;
-- any number of workers (sweeper processes) share one study through its storage (see
-  ``navexp/sweep/parallel.py``): per-trial sampler seeds and TPE's constant liar keep their parameters
-  apart, run directories are ``<sweep dir>/trial_<n>``, and a worker that finds trials of a stopped
-  worker (no heartbeat) marks them FAIL with a reason and runs their parameters again; a worker with
-  nothing left to start waits for the other workers' running trials;
+Hydra instantiates it for ``hydra/sweeper=optuna`` (hydra_plugins/navexp_sweeper). What it does:
+- the search space is ``sweep.space`` plus ``hydra.sweeper.params`` (or the deprecated
+  ``search_space``) plus ``<key>=<expression>`` on the command line (navexp/sweep/space.py); every key
+  is checked against the composed config before the first trial;
+- the sampler comes from ``hydra/sweeper/sampler`` and is rebuilt per trial with a seed derived from
+  the trial number (navexp/sweep/samplers.py);
+- a NaN/inf objective or a crashed trial is recorded FAIL with its ``fail_reason``; the study aborts
+  only when failed/finished passes ``max_failure_rate``;
+- ``n_trials`` is the number of finished trials the study should reach, so re-running the same command
+  continues the study and only adds what is missing;
+- workers share one study through its storage (navexp/sweep/parallel.py): heartbeats, trials of
+  stopped workers failed with a reason and run again, trial dirs ``<sweep dir>/trial_<n>``, and an
+  admission lock so that workers never overshoot ``n_trials``;
 - parallel trials of a batch rotate over ``sweep.devices`` (one GPU per trial, round-robin);
 - each trial gets its trial id/number, the study as W&B group and ``trial_<n>`` as W&B name;
 - a report (summary, table, importances, plots) is written next to the study when the sweep ends or
@@ -21,35 +22,38 @@ Differences from the plugin's own loop (hydra-optuna-sweeper 1.3.0):
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import threading
 import time
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 import torch
-from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl, create_params_from_overrides
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
-from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from navexp.sim import resolve_device
 from navexp.sweep.parallel import (
     admission_lock,
-    ask,
     assign_devices,
+    beat,
     claim_trial_dir,
     counts_as_finished,
     fail_stale_trials,
     sweep_devices,
 )
 from navexp.sweep.report import log_study_run, report_dir, write_report
-from navexp.sweep.space import check_keys, load_space
+from navexp.sweep.samplers import build_sampler
+from navexp.sweep.space import check_keys, distributions, distributions_from_config, load_space
+from navexp.sweep.storage import describe, open_storage, trial_id
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +65,64 @@ DIRECTIONS = {
     "mean_path_length_m": "minimize",
 }
 
+SHARED_KEYS = {  # hydra.sweeper.<key>: sweep.<key>, the same setting under two names
+    "n_trials": "n_trials",
+    "n_jobs": "n_jobs",
+    "study_name": "study_name",
+    "storage": "storage",
+    "max_failure_rate": "max_failure_rate",
+    "sampler.seed": "sampler_seed",
+}
+
+
+def _command_line(overrides: list[str]) -> set[str]:
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in overrides}
+
+
+def shared_settings(config: DictConfig) -> dict[str, Any]:
+    """``sweep.<key>`` values after agreeing with ``hydra.sweeper.<key>`` (the plugin's names).
+
+    A hydra.sweeper key left null defers to sweep. Otherwise the one set on the command line wins over
+    the other set in a config file; both on the command line must agree (else ValueError naming both).
+    Without either on the command line, the hydra.sweeper value wins (it was set on purpose).
+    """
+    task = _command_line(list(config.hydra.overrides.task))
+    hydra = _command_line(list(config.hydra.overrides.hydra))
+    out = {}
+    for hkey, skey in SHARED_KEYS.items():
+        hval = OmegaConf.select(config, f"hydra.sweeper.{hkey}")
+        sval = OmegaConf.select(config, f"sweep.{skey}")
+        if hval is None or hval == sval:
+            out[skey] = sval
+        elif f"hydra.sweeper.{hkey}" in hydra and f"sweep.{skey}" in task:
+            raise ValueError(
+                f"hydra.sweeper.{hkey}={hval} and sweep.{skey}={sval} are one setting and disagree on the "
+                f"command line; give one of them"
+            )
+        else:
+            out[skey] = sval if f"sweep.{skey}" in task else hval
+    return out
+
+
+def directions(objectives: list[str], direction: Any) -> list[str]:
+    """The directions of ``sweep.objectives``; ``hydra.sweeper.direction``, if set, must agree."""
+    unknown = [o for o in objectives if o not in DIRECTIONS]
+    if not objectives or unknown:
+        raise ValueError(f"sweep.objectives={objectives} is invalid; allowed: {sorted(DIRECTIONS)}")
+    fixed = [DIRECTIONS[o] for o in objectives]
+    if direction is not None:
+        given = [str(d) for d in (direction if isinstance(direction, (list, tuple)) else [direction])]
+        if given != fixed:
+            raise ValueError(
+                f"hydra.sweeper.direction={given} disagrees with sweep.objectives={objectives}, whose "
+                f"directions are {fixed}; leave hydra.sweeper.direction unset (navexp's objectives fix it)"
+            )
+    return fixed
+
 
 def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
     """(study name, storage URL, report directory) of a config's study."""
     sw = cfg.sweep
-
     name = sw.study_name or f"{cfg.experiment_name}_{Path(str(sw.space)).stem}"
     root = Path("outputs/studies").resolve()
     url = sw.storage or f"sqlite:///{root / (name + '.db')}"
@@ -73,22 +130,20 @@ def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
 
 
 class _Heartbeat:
-    """Record heartbeats for running trials from a background thread while a batch runs."""
+    """Beat for running trials from a background thread while a batch runs."""
 
-    def __init__(self, storage: optuna.storages.RDBStorage, trial_ids: list[int], interval_s: float) -> None:
+    def __init__(self, storage: optuna.storages.BaseStorage, trial_ids: list[int], interval_s: float) -> None:
         self.storage, self.trial_ids, self.interval_s = storage, trial_ids, interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while True:
+        while not self._stop.wait(self.interval_s):
             for tid in self.trial_ids:
                 try:
-                    self.storage.record_heartbeat(tid)
+                    beat(self.storage, tid)
                 except Exception as e:  # a storage hiccup must not kill the sweep
-                    log.warning(f"heartbeat for trial {tid} failed: {e}")
-            if self._stop.wait(self.interval_s):
-                return
+                    log.warning(f"heartbeat for trial {tid} failed: {type(e).__name__}: {e}")
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -99,87 +154,118 @@ class _Heartbeat:
         self._thread.join()
 
 
-class NavOptunaSweeperImpl(OptunaSweeperImpl):
-    """The plugin's implementation with navexp's study loop (see the module docstring)."""
+@dataclass
+class _Space:
+    searched: dict  # {key: optuna distribution}
+    fixed: dict  # {key: value string}
+    user_keys: set  # keys the command line sets
 
-    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
-        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
+class StudySweeper(Sweeper):
+    """The study loop behind ``hydra/sweeper=optuna`` (see the module docstring).
+
+    Its settings are read in ``setup`` from ``config.hydra.sweeper`` (the sampler as its config, to
+    rebuild it per trial) and ``config.sweep``; the constructor keeps only what Hydra passed.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+        self.job_idx = 0
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function
+        )
         sw = config.sweep
-        self.study_name, self.storage_url, self.report_dir = study_paths(config)
+        shared = shared_settings(config)
+        self.shared = shared
+        resolved = OmegaConf.merge(
+            OmegaConf.masked_copy(config, ["experiment_name", "sweep"]), {"sweep": shared}
+        )
+        self.study_name, self.storage_url, self.report_dir = study_paths(resolved)
         self.objectives = [str(o) for o in sw.objectives]
-        unknown = [o for o in self.objectives if o not in DIRECTIONS]
-        if not self.objectives or unknown:
-            raise ValueError(f"sweep.objectives={self.objectives} is invalid; allowed: {sorted(DIRECTIONS)}")
-        self.direction = [DIRECTIONS[o] for o in self.objectives]
+        self.direction = directions(self.objectives, OmegaConf.select(config, "hydra.sweeper.direction"))
         env_device = resolve_device(str(config.env.device))
         on_gpu = env_device.startswith("cuda")
         spec = sw.devices if isinstance(sw.devices, (str, int)) else OmegaConf.to_container(sw.devices)
         self.devices = sweep_devices(spec, env_device, torch.cuda.device_count())
-        self.n_trials = int(sw.n_trials) if sw.n_trials is not None else (50 if on_gpu else 10)
-        self.n_jobs = int(sw.n_jobs)
-        self.max_failure_rate = float(sw.max_failure_rate)
+        n_trials = shared["n_trials"]
+        self.n_trials = int(n_trials) if n_trials is not None else (50 if on_gpu else 10)
+        self.n_jobs = int(shared["n_jobs"])
+        self.max_failure_rate = float(shared["max_failure_rate"])
         if self.n_trials < 1 or self.n_jobs < 1 or not 0.0 <= self.max_failure_rate <= 1.0:
             raise ValueError(
-                f"sweep.n_trials={self.n_trials}, sweep.n_jobs={self.n_jobs} must be >= 1 and "
-                f"sweep.max_failure_rate={self.max_failure_rate} in [0, 1]"
+                f"n_trials={self.n_trials}, n_jobs={self.n_jobs} must be >= 1 and "
+                f"max_failure_rate={self.max_failure_rate} in [0, 1] (sweep.* or hydra.sweeper.*)"
             )
         self.heartbeat_s = int(sw.heartbeat_interval_s)
         if self.heartbeat_s < 1:
             raise ValueError(f"sweep.heartbeat_interval_s={self.heartbeat_s} must be >= 1 (seconds)")
         self.grace_s = 2 * self.heartbeat_s
         self.trial_overrides = list(sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)
-        space = load_space(str(sw.space))
-        if self.params:  # hydra.sweeper.params from a config; `<key>=<expression>` arrives in sweep()
-            space.update({str(k): str(v) for k, v in self.params.items()})
-        self.params = OmegaConf.create(space)
-        # Re-seeded before every trial from (sampler_seed, trial number): see parallel.ask.
-        self.sampler_seed = int(sw.sampler_seed)
-        if isinstance(self.sampler, optuna.samplers.TPESampler) and len(self.objectives) > 1:
-            self.sampler = optuna.samplers.MOTPESampler(seed=self.sampler_seed)
-        elif isinstance(self.sampler, optuna.samplers.TPESampler):
-            with warnings.catch_warnings():  # constant_liar is experimental in optuna 2.10
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                # Running trials count as bad results, so concurrent trials keep apart.
-                self.sampler = optuna.samplers.TPESampler(seed=self.sampler_seed, constant_liar=True)
+        self.sampler_seed = int(shared["sampler_seed"])
+        extender = OmegaConf.select(config, "hydra.sweeper.custom_search_space")
+        self.extend = get_method(str(extender)) if extender else None
 
-    # -- the study loop ---------------------------------------------------------------------
-    def sweep(self, arguments: list[str]) -> None:
-        params_conf = self._parse_sweeper_params_config() + list(arguments)
-        distributions, fixed = create_params_from_overrides(params_conf)
+    # -- the search space ------------------------------------------------------------------------
+    def _space(self, arguments: list[str]) -> _Space:
+        hs = self.config.hydra.sweeper
+        expressions = load_space(str(self.config.sweep.space))
+        if hs.get("params"):  # from an experiment YAML; `<key>=<expression>` arrives in `arguments`
+            expressions.update({str(k): str(v) for k, v in hs.params.items()})
+        searched, fixed = distributions([f"{k}={v}" for k, v in expressions.items()] + list(arguments))
+        if hs.get("search_space"):
+            searched = {**distributions_from_config(OmegaConf.to_container(hs.search_space)), **searched}
         check_keys(
-            [k for k in [*distributions, *fixed] if not k.startswith(("hydra.", "hydra/"))],
+            [k for k in [*searched, *fixed] if not k.startswith(("hydra.", "hydra/"))],
             self.config,
             f"search space '{self.config.sweep.space}' and command line",
         )
         for key in fixed:
-            distributions.pop(key, None)
-        self._grid_sampler(distributions)
-        user_keys = {a.split("=", 1)[0].lstrip("+~") for a in arguments}
-        storage = self._rdb = self._storage()
+            searched.pop(key, None)
+        self.space_expressions = {**expressions, **{k: str(v) for k, v in searched.items()}}
+        return _Space(searched, fixed, _command_line(arguments))
+
+    # -- the study loop ----------------------------------------------------------------------------
+    def sweep(self, arguments: list[str]) -> None:
+        space = self._space(arguments)
+        self.sampler, points = build_sampler(
+            self.config.hydra.sweeper.sampler,
+            self.sampler_seed,
+            space.searched,
+            len(self.objectives),
+            label=OmegaConf.select(self.config, "hydra.runtime.choices.hydra/sweeper/sampler"),
+        )
+        if points is not None and points < self.n_trials:
+            log.info(f"the space has {points} points: n_trials {self.n_trials} -> {points}")
+            self.n_trials = points
+        self.storage = open_storage(self.storage_url)
         study = optuna.create_study(
             study_name=self.study_name,
-            storage=storage,
+            storage=self.storage,
             sampler=self.sampler,
             directions=self.direction,
             load_if_exists=True,
         )
         self._write_study_info()
         log.info(
-            f"Study {self.study_name} in {self.storage_url}: target {self.n_trials} finished trials, "
-            f"objectives {dict(zip(self.objectives, self.direction, strict=True))}"
+            f"Study {self.study_name} in {describe(self.storage_url)}: "
+            f"target {self.n_trials} finished trials, "
+            f"objectives {dict(zip(self.objectives, self.direction, strict=True))}, "
+            f"sampler {type(self.sampler.inner).__name__}"
         )
         waiting_logged = False
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         while True:
             # Counting and starting trials is one step across workers, so none overshoots n_trials.
-            with admission_lock(storage, self.study_name, sweep_dir):
-                fail_stale_trials(study, storage, self.grace_s)
+            with admission_lock(self.storage_url, self.study_name, sweep_dir):
+                fail_stale_trials(study, self.storage, self.grace_s)
                 trials = study.get_trials(deepcopy=False)
                 finished = sum(counts_as_finished(t) for t in trials)
                 running = sum(t.state == TrialState.RUNNING for t in trials)
-                to_go = self.n_trials - finished - running
-                batch = self._ask_batch(study, storage, min(to_go, self.n_jobs)) if to_go > 0 else []
+                to_go = 0 if self.sampler.exhausted else self.n_trials - finished - running
+                batch = self._ask_batch(study, space, min(to_go, self.n_jobs)) if to_go > 0 else []
             if to_go <= 0 and running == 0:
                 break
             if not batch:  # other workers' trials: wait for them, take over if their worker stops
@@ -188,83 +274,61 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
                     waiting_logged = True
                 time.sleep(min(self.heartbeat_s, 5))
                 continue
-            self._run_batch(study, storage, batch, distributions, fixed, user_keys)
+            self._run_batch(study, batch, space)
             self._check_failure_rate(study)
-        self._finish(study)
+        self._finish()
 
-    def _ask_batch(self, study: optuna.Study, storage: optuna.storages.RDBStorage, size: int) -> list:
-        """Start ``size`` trials (heartbeats on from now: a stopped worker's trials are detectable)."""
+    def _ask_batch(
+        self, study: optuna.Study, space: _Space, size: int
+    ) -> list[tuple[optuna.trial.Trial, list]]:
+        """Start ``size`` trials (heartbeats on from now: a stopped worker's trials are detectable) and
+        sample each one's parameters; returns (trial, its overrides)."""
         batch = []
         for _ in range(size):
-            trial = ask(study, self.sampler_seed)
-            storage.record_heartbeat(trial._trial_id)
-            batch.append(trial)
+            trial = study.ask(fixed_distributions=space.searched)
+            beat(self.storage, trial_id(trial))
+            for key, value in space.fixed.items():
+                trial.set_user_attr(key, value)
+            if self.extend is not None:
+                self.extend(self.config, trial)
+            overlap = set(trial.params) & set(space.fixed)
+            if overlap:
+                raise ValueError(f"keys both searched and fixed: {sorted(overlap)}")
+            params = {**trial.params, **space.fixed}
+            batch.append((trial, [f"{k}={v}" for k, v in params.items()]))
         return batch
 
-    def _run_batch(
-        self,
-        study: optuna.Study,
-        storage: optuna.storages.RDBStorage,
-        batch: list,
-        distributions: dict,
-        fixed: dict,
-        user_keys: set[str],
-    ) -> None:
+    def _run_batch(self, study: optuna.Study, batch: list, space: _Space) -> None:
         """Run the started trials through the launcher (in parallel if it can), tell the results."""
-        overrides = self._configure_trials(batch, distributions, fixed)
-        devices = assign_devices(len(batch), self.devices if "env.device" not in user_keys else [])
+        devices = assign_devices(len(batch), self.devices if "env.device" not in space.user_keys else [])
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         overrides = [
-            list(o) + self._trial_extras(t, user_keys, claim_trial_dir(sweep_dir, t.number), dev)
-            for o, t, dev in zip(overrides, batch, devices, strict=True)
+            [*o, *self._trial_extras(t, space.user_keys, claim_trial_dir(sweep_dir, t.number), dev)]
+            for (t, o), dev in zip(batch, devices, strict=True)
         ]
-        with _Heartbeat(storage, [t._trial_id for t in batch], self.heartbeat_s):
+        with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], self.heartbeat_s):
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         self.job_idx += len(returns)
-        for trial, ret in zip(batch, returns, strict=True):
+        for (trial, _), ret in zip(batch, returns, strict=True):
             self._tell(study, trial, ret)
-
-    def _grid_sampler(self, distributions: dict) -> None:
-        """hydra/sweeper/sampler=grid: build the grid from the space and cap n_trials at its size."""
-        if isinstance(self.sampler, functools.partial) and self.sampler.func == optuna.samplers.GridSampler:
-            grid = {k: self._to_grid_sampler_choices(d) for k, d in distributions.items()}
-            self.sampler = self.sampler(grid)
-            self.n_trials = min(self.n_trials, math.prod(len(v) for v in grid.values()))
-
-    def _storage(self) -> optuna.storages.RDBStorage:
-        """The study's storage, with heartbeats on; workers starting together on an empty database
-        race to create its tables, so a loser of that race retries."""
-        if self.storage_url.startswith("sqlite:///"):
-            Path(self.storage_url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        for attempt in range(5):
-            try:
-                return optuna.storages.RDBStorage(
-                    self.storage_url, heartbeat_interval=self.heartbeat_s, grace_period=self.grace_s
-                )
-            except (IntegrityError, ProgrammingError) as e:  # e.g. pg_type "studies" already exists
-                if attempt == 4:
-                    raise
-                log.info(f"storage tables being created by another worker ({type(e).__name__}); retrying")
-                time.sleep(1.0 + attempt)
-            except ImportError as e:
-                raise ImportError(
-                    f"sweep.storage={self.storage_url!r} needs a database driver that is not installed "
-                    f"({e}); for PostgreSQL: pip install -e '.[postgres]' (psycopg2-binary)"
-                ) from e
-        raise AssertionError("unreachable")
 
     def _trial_extras(
         self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None
     ) -> list[str]:
-        """Per-trial overrides: its run directory, ids, W&B names, size and device."""
+        """Per-trial overrides: its run directory, ids, W&B names, size, device, and the study's
+        settings where hydra.sweeper.* set them (so the trial's config.yaml says what ran)."""
         log.info(f"trial {trial.number}: run dir {subdir}" + (f", device {device}" if device else ""))
         extras = [
             f"hydra.sweep.subdir={subdir}",
-            f"sweep.trial_id={trial._trial_id}",
+            f"sweep.trial_id={trial_id(trial)}",
             f"sweep.trial_number={trial.number}",
             f"sweep.study_name={self.study_name}",
             f"sweep.storage='{self.storage_url}'",
+            f"sweep.n_trials={self.n_trials}",
         ]
+        for key in ("n_jobs", "max_failure_rate", "sampler_seed"):
+            if self.shared[key] != self.config.sweep[key]:
+                extras.append(f"sweep.{key}={self.shared[key]}")
         if "logger.group" not in user_keys:
             extras.append(f"logger.group={self.study_name}")
         if "logger.name" not in user_keys:
@@ -298,22 +362,20 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             self._safe_tell(study, trial, values=values)
 
     def _safe_tell(self, study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
-        try:
-            study.tell(trial, **kwargs)
-        except RuntimeError as e:  # an exhausted GridSampler calls study.stop(), meant for optimize()
-            if "Study.stop" in str(e):
-                return
-            state = self._rdb.get_trial(trial._trial_id).state  # the database's, not this worker's cache
-            if not state.is_finished():
-                raise
+        state = self.storage.get_trial(trial_id(trial)).state  # the storage's, not this worker's cache
+        if state.is_finished():
             # Another worker saw no heartbeat (e.g. a storage outage) and failed it; its parameters
             # were enqueued again, so this result is dropped rather than overwriting that verdict.
-            log.warning(f"trial {trial.number} was already {state.name} (set by another worker): {e}")
+            log.warning(
+                f"trial {trial.number} was already {state.name} (set by another worker); result dropped"
+            )
+            return
+        study.tell(trial, **kwargs)
 
     def _fail(self, study: optuna.Study, trial: optuna.trial.Trial, reason: str) -> None:
         log.warning(f"trial {trial.number} failed: {reason}")
         try:
-            study._storage.set_trial_user_attr(trial._trial_id, "fail_reason", reason[:2000])
+            self.storage.set_trial_user_attr(trial_id(trial), "fail_reason", reason[:2000])
         except RuntimeError:  # already finished by another worker; _safe_tell says so
             pass
         self._safe_tell(study, trial, state=TrialState.FAIL)
@@ -323,12 +385,13 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
         failed = sum(t.state == TrialState.FAIL for t in done)
         if len(done) >= 3 and failed / len(done) > self.max_failure_rate:
             try:  # the message points to the report: write it first
-                self._finish(study)
+                self._finish()
             except Exception as e:
                 log.warning(f"could not write the study report: {type(e).__name__}: {e}")
             raise RuntimeError(
                 f"study {self.study_name}: {failed} of {len(done)} finished trials failed, more than "
-                f"sweep.max_failure_rate={self.max_failure_rate}; see each trial's fail_reason in the report "
+                f"max_failure_rate={self.max_failure_rate} (sweep.max_failure_rate or "
+                f"hydra.sweeper.max_failure_rate); see each trial's fail_reason in the report "
                 f"{self.report_dir / 'report.md'}"
             )
 
@@ -339,15 +402,16 @@ class NavOptunaSweeperImpl(OptunaSweeperImpl):
             "objectives": self.objectives,
             "directions": self.direction,
             "n_trials": self.n_trials,
-            "space": dict(self.params),
+            "sampler": type(self.sampler.inner).__name__,
+            "space": self.space_expressions,
         }
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / "study.json").write_text(json.dumps(info, indent=2))
 
-    def _finish(self, study: optuna.Study) -> None:
+    def _finish(self) -> None:
         # A fresh load: the sweeper's cached trials miss the metrics the trials stored themselves.
-        fresh = optuna.load_study(study_name=self.study_name, storage=self.storage_url)
+        fresh = optuna.load_study(study_name=self.study_name, storage=open_storage(self.storage_url))
         out = write_report(fresh, self.report_dir, objectives=self.objectives)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         summary = json.loads((out / "summary.json").read_text())

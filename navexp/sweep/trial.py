@@ -12,6 +12,9 @@ from collections.abc import Callable
 import optuna
 from omegaconf import DictConfig
 
+from navexp.experiment.validation import PRUNERS
+from navexp.sweep.storage import open_storage
+
 
 def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
     """success_rate for one objective; the list of ``sweep.objectives`` values otherwise.
@@ -38,7 +41,7 @@ def trial_record(cfg: DictConfig) -> dict | None:
     if cfg.sweep.trial_id is None:
         return None
     trial = _trial(cfg)
-    frozen = trial.study._storage.get_trial(int(cfg.sweep.trial_id))
+    frozen = trial.storage.get_trial(int(cfg.sweep.trial_id))
     return {
         "study": str(cfg.sweep.study_name),
         "trial_number": int(frozen.number),
@@ -48,12 +51,30 @@ def trial_record(cfg: DictConfig) -> dict | None:
     }
 
 
-def _trial(cfg: DictConfig):
+def pruner(pruning: DictConfig) -> optuna.pruners.BasePruner:
+    """The ``sweep.pruning.type`` pruner. median / percentile: below the median (percentile) of earlier
+    trials at the same iteration; hyperband: successive halving over brackets of iterations; wilcoxon:
+    a signed-rank test of this trial's curve against the best trial's at the same iterations."""
+    p, kind = pruning, str(pruning.type)
+    startup, warmup = int(p.n_startup_trials), int(p.n_warmup_steps)
+    if kind == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=warmup)
+    if kind == "percentile":
+        return optuna.pruners.PercentilePruner(
+            float(p.percentile), n_startup_trials=startup, n_warmup_steps=warmup
+        )
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=max(1, warmup))
+    if kind == "wilcoxon":
+        return optuna.pruners.WilcoxonPruner(p_threshold=float(p.p_threshold), n_startup_steps=warmup)
+    raise ValueError(f"sweep.pruning.type={kind!r} is invalid; allowed: {list(PRUNERS)}")
+
+
+def _trial(cfg: DictConfig) -> optuna.trial.Trial:
     sw = cfg.sweep
-    pruner = optuna.pruners.MedianPruner(
-        n_startup_trials=int(sw.pruning.n_startup_trials), n_warmup_steps=int(sw.pruning.n_warmup_steps)
+    study = optuna.load_study(
+        study_name=str(sw.study_name), storage=open_storage(str(sw.storage)), pruner=pruner(sw.pruning)
     )
-    study = optuna.load_study(study_name=str(sw.study_name), storage=str(sw.storage), pruner=pruner)
     return optuna.trial.Trial(study, int(sw.trial_id))
 
 

@@ -1,0 +1,431 @@
+"""navexp's Optuna sweeper plugin on optuna 4+: its config schema, every sampler, the settings it shares
+with ``sweep.*``, per-trial seeding, storages and optuna-dashboard.
+
+Studies here run through Hydra's real multirun machinery and navexp's config, in this process, with a
+task function that scores the sampled config analytically instead of training (a trial takes
+milliseconds); tests/test_sweep.py and tests/test_sweep_workers.py run real trainings (e2e).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import hydra
+import optuna
+import pytest
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from optuna.trial import TrialState
+
+from navexp.paths import CONFIG_DIR
+from navexp.sweep.samplers import PerTrialSeed, build_sampler, derived_seed
+from navexp.sweep.storage import open_storage, trial_id
+
+SAMPLERS = ["tpe", "random", "cmaes", "gp", "nsgaii", "nsgaiii", "qmc", "grid", "bruteforce"]
+
+
+def score(cfg) -> float:
+    """A success rate the sweeper can climb: 1 at clip_param 0.2, lower away from it."""
+    return 1.0 - abs(float(cfg.ppo.clip_param) - 0.2)
+
+
+def run_sweep(tmp_path: Path, monkeypatch, *overrides: str, task=score) -> optuna.Study:
+    """``python -m navexp.train -m hydra/sweeper=optuna <overrides>`` with ``task`` as the job."""
+    calls = []
+
+    @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+    def app(cfg):
+        calls.append(cfg.sweep.trial_number)
+        return task(cfg)
+
+    args = [
+        "hydra/sweeper=optuna",
+        "sweep.space=ppo_trust_region",
+        "ppo.learning_rate=0.0003",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+        f"sweep.storage=sqlite:///{tmp_path}/study.db",
+        "sweep.study_name=unit",
+        "hydra/job_logging=disabled",
+        "hydra/hydra_logging=disabled",
+        *overrides,
+    ]
+    monkeypatch.setattr(sys, "argv", ["navexp.train", "-m", *args])
+    monkeypatch.chdir(tmp_path)
+    GlobalHydra.instance().clear()
+    app()
+    storage = next((a.split("=", 1)[1] for a in overrides if a.startswith("sweep.storage=")), None)
+    return optuna.load_study(
+        study_name="unit", storage=open_storage(storage or f"sqlite:///{tmp_path}/study.db")
+    )
+
+
+# -- the schema ------------------------------------------------------------------------------------
+def test_the_sweeper_config_keeps_hydra_optuna_sweepers_keys_and_offers_nine_samplers():
+    """hydra/sweeper=optuna has hydra-optuna-sweeper 1.3.0's keys (users' sweep configs keep working)
+    and the sampler group lists tpe ... bruteforce, each building the optuna sampler it names."""
+    from hydra.core.plugins import Plugins
+    from omegaconf import OmegaConf
+
+    Plugins.instance()  # Hydra imports the plugin modules, which register their configs
+    cs = ConfigStore.instance()
+    node = OmegaConf.create(cs.load("hydra/sweeper/optuna.yaml").node)
+    assert set(node.keys()) == {
+        "_target_",
+        "_recursive_",
+        "defaults",
+        "sampler",
+        "direction",
+        "storage",
+        "study_name",
+        "n_trials",
+        "n_jobs",
+        "max_failure_rate",
+        "search_space",
+        "params",
+        "custom_search_space",
+    }
+    assert node._target_ == "hydra_plugins.navexp_sweeper.optuna_sweeper.NavOptunaSweeper"
+    assert list(node.defaults) == [{"sampler": "tpe"}]
+    options = sorted(n.removesuffix(".yaml") for n in cs.list("hydra/sweeper/sampler"))
+    assert options == sorted(SAMPLERS)
+    from optuna.distributions import CategoricalDistribution
+
+    space = {"ppo.clip_param": CategoricalDistribution([0.1, 0.2])}
+    names = {}
+    for name in SAMPLERS:
+        cfg = OmegaConf.create(cs.load(f"hydra/sweeper/sampler/{name}.yaml").node)
+        names[name] = type(build_sampler(cfg, 0, space, 1)[0].inner).__name__
+    assert names == {
+        "tpe": "TPESampler",
+        "random": "RandomSampler",
+        "cmaes": "CmaEsSampler",
+        "gp": "GPSampler",
+        "nsgaii": "NSGAIISampler",
+        "nsgaiii": "NSGAIIISampler",
+        "qmc": "QMCSampler",
+        "grid": "GridSampler",
+        "bruteforce": "BruteForceSampler",
+    }
+    tpe = build_sampler(OmegaConf.create(cs.load("hydra/sweeper/sampler/tpe.yaml").node), 0, space, 1)[0]
+    assert tpe.inner._multivariate and tpe.inner._constant_liar  # parallel workers keep apart
+
+
+# -- every sampler -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_runs_a_two_trial_study(tmp_path, monkeypatch, sampler):
+    """2 trials through Hydra's multirun with each sampler: both COMPLETE with the analytic objective
+    of their own sampled clip_param, inside the space; grid and brute force visit distinct points."""
+    space = "ppo.clip_param=choice(0.1,0.15,0.2,0.25)" if sampler in ("grid", "bruteforce") else ""
+    study = run_sweep(
+        tmp_path,
+        monkeypatch,
+        f"hydra/sweeper/sampler={sampler}",
+        "sweep.n_trials=2",
+        *([space, "ppo.desired_kl=0.01"] if space else []),
+    )
+    trials = study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    for t in trials:
+        clip = t.params["ppo.clip_param"]
+        assert 0.1 <= clip <= 0.3 and t.value == pytest.approx(1.0 - abs(clip - 0.2))
+    if space:
+        assert len({t.params["ppo.clip_param"] for t in trials}) == 2
+        assert trials[0].user_attrs["ppo.desired_kl"] == "0.01"  # fixed keys are recorded, as before
+    info = json.loads((tmp_path / "sweep" / "study.json").read_text())
+    assert info["sampler"].lower().startswith(sampler.replace("bruteforce", "bruteforce")[:3])
+
+
+def test_grid_study_stops_when_the_grid_is_exhausted(tmp_path, monkeypatch):
+    """A 3-point grid with n_trials=10: exactly 3 trials, every point once."""
+    study = run_sweep(
+        tmp_path,
+        monkeypatch,
+        "hydra/sweeper/sampler=grid",
+        "sweep.n_trials=10",
+        "ppo.clip_param=choice(0.1,0.2,0.3)",
+        "ppo.desired_kl=0.01",
+    )
+    assert sorted(t.params["ppo.clip_param"] for t in study.trials) == [0.1, 0.2, 0.3]
+
+
+def sweep_error(tmp_path: Path, monkeypatch, capsys, *overrides: str) -> str:
+    """The message Hydra prints when the sweep fails (it exits 1), with no trial started."""
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, monkeypatch, *overrides)
+    assert not list((tmp_path / "sweep").glob("trial_*"))
+    return capsys.readouterr().err
+
+
+def test_a_continuous_key_is_refused_by_the_grid_sampler_naming_it(tmp_path, monkeypatch, capsys):
+    err = sweep_error(tmp_path, monkeypatch, capsys, "hydra/sweeper/sampler=grid", "sweep.n_trials=2")
+    assert "ppo.desired_kl: FloatDistribution" in err
+    assert "is continuous; the grid and brute-force samplers need choice(...), range(...)" in err
+
+
+def test_nsgaii_runs_a_multi_objective_study(tmp_path, monkeypatch):
+    """sweep.objectives=[success_rate,collision_rate] with NSGA-II: 4 trials with 2 values each,
+    directions maximize/minimize, and a Pareto front (best_trials) among them."""
+
+    def two(cfg):
+        clip, kl = float(cfg.ppo.clip_param), float(cfg.ppo.desired_kl)
+        return [1.0 - abs(clip - 0.2), abs(math.log(kl / 0.01))]
+
+    study = run_sweep(
+        tmp_path,
+        monkeypatch,
+        "hydra/sweeper/sampler=nsgaii",
+        "sweep.n_trials=4",
+        "sweep.objectives=[success_rate,collision_rate]",
+        task=two,
+    )
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    assert [len(t.values) for t in study.trials] == [2] * 4
+    assert 1 <= len(study.best_trials) <= 4
+
+
+def test_cmaes_with_two_objectives_is_refused_naming_the_samplers_that_can(tmp_path, monkeypatch, capsys):
+    err = sweep_error(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "hydra/sweeper/sampler=cmaes",
+        "sweep.objectives=[success_rate,collision_rate]",
+    )
+    assert (
+        "hydra/sweeper/sampler=cmaes optimises one objective and sweep.objectives has 2; for several use"
+        in err
+    )
+
+
+# -- one setting, two names ----------------------------------------------------------------------------
+def test_hydra_sweeper_n_trials_is_obeyed(tmp_path, monkeypatch):
+    """hydra.sweeper.n_trials=2 (the plugin's key) runs 2 trials, not sweep.n_trials' 10, and the
+    trials' own configs record n_trials 2."""
+    seen = []
+
+    def task(cfg):
+        seen.append(int(cfg.sweep.n_trials))
+        return score(cfg)
+
+    study = run_sweep(tmp_path, monkeypatch, "hydra.sweeper.n_trials=2", task=task)
+    assert len(study.trials) == 2 and seen == [2, 2]
+
+
+def test_both_names_on_the_command_line_must_agree(tmp_path, monkeypatch):
+    from navexp import compose_config
+    from navexp.sweep.sweeper import shared_settings
+
+    cfg = compose_config(["sweep.n_trials=5"])
+    from omegaconf import OmegaConf, open_dict
+
+    def with_cli(task: list[str], hydra_ov: list[str], sweeper: dict):
+        c = OmegaConf.create(OmegaConf.to_container(cfg))
+        with open_dict(c):
+            c.hydra = {"overrides": {"task": task, "hydra": hydra_ov}, "sweeper": sweeper}
+        return shared_settings(c)
+
+    with pytest.raises(ValueError, match=r"hydra.sweeper.n_trials=2 and sweep.n_trials=5 are one setting"):
+        with_cli(["sweep.n_trials=5"], ["hydra.sweeper.n_trials=2"], {"n_trials": 2})
+    # the command line wins over a value set in a config file, whichever name it uses
+    assert with_cli(["sweep.n_trials=5"], [], {"n_trials": 2})["n_trials"] == 5
+    assert with_cli([], ["hydra.sweeper.n_trials=2"], {"n_trials": 2})["n_trials"] == 2
+    assert with_cli([], [], {"n_trials": None})["n_trials"] == 5  # null: sweep.n_trials
+    shared = with_cli([], [], {"study_name": "s", "sampler": {"seed": 7}})
+    assert shared["study_name"] == "s" and shared["sampler_seed"] == 7
+
+
+def test_a_direction_against_the_objectives_is_refused(tmp_path, monkeypatch):
+    from navexp.sweep.sweeper import directions
+
+    assert directions(["success_rate"], "maximize") == ["maximize"]
+    assert directions(["success_rate", "mean_time_to_goal_s"], None) == ["maximize", "minimize"]
+    with pytest.raises(ValueError, match=r"hydra.sweeper.direction=\['minimize'\] disagrees with"):
+        directions(["success_rate"], "minimize")
+
+
+def test_custom_search_space_adds_parameters(tmp_path, monkeypatch):
+    """hydra.sweeper.custom_search_space names f(cfg, trial): its trial.suggest_* become overrides."""
+    seen = []
+
+    def task(cfg):
+        seen.append(int(cfg.ppo.num_learning_epochs))
+        return score(cfg)
+
+    study = run_sweep(
+        tmp_path,
+        monkeypatch,
+        "sweep.n_trials=2",
+        "hydra.sweeper.custom_search_space=test_sweeper_plugin.epochs_space",
+        task=task,
+    )
+    assert [t.params["ppo.num_learning_epochs"] for t in study.trials] == seen
+    assert all(2 <= e <= 6 for e in seen)
+
+
+def epochs_space(cfg, trial) -> None:
+    trial.suggest_int("ppo.num_learning_epochs", 2, 6)
+
+
+# -- per-trial seeds -----------------------------------------------------------------------------------
+def tpe(seed: int = 0) -> PerTrialSeed:
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "n_startup_trials": 2})
+    from optuna.distributions import FloatDistribution
+
+    return build_sampler(node, seed, {"x": FloatDistribution(0.1, 0.3)}, 1)[0]
+
+
+def test_trials_are_seeded_by_number_reproducible_alone_and_distinct_across_workers(tmp_path):
+    """TPE (whose random state optuna 4 keeps lazily) rebuilt per trial, 6 trials each:
+    - two studies with the same sampler_seed, one worker each, draw the same values;
+    - two workers (own sampler, same seed) alternating on one study draw 6 distinct values, the same
+      as one worker alone: trial numbers, not workers, pick the seeds."""
+    from optuna.distributions import FloatDistribution
+
+    dist = {"x": FloatDistribution(0.1, 0.3)}
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
+
+    def study(name: str) -> optuna.Study:
+        return optuna.create_study(study_name=name, storage=storage, sampler=tpe(), load_if_exists=True)
+
+    def run(studies: list[optuna.Study], n: int) -> list[float]:
+        values = []
+        for i in range(n):
+            trial = studies[i % len(studies)].ask(fixed_distributions=dist)
+            x = trial.params["x"]
+            studies[0].tell(trial, -((x - 0.2) ** 2))
+            values.append(x)
+        return values
+
+    alone = run([study("a")], 6)
+    assert alone == run([study("b")], 6)
+    shared = run([study("c"), study("c")], 6)
+    assert len(set(shared)) == 6 and shared == alone
+    assert derived_seed(0, 5) == derived_seed(0, 5) != derived_seed(1, 5)
+
+
+# -- storages and the adapter ------------------------------------------------------------------------------
+def test_trial_id_adapter_names_the_storage_id(tmp_path):
+    """navexp.sweep.storage.trial_id reads optuna's private Trial._trial_id: the id the storage
+    knows the trial by (if optuna moves it, this fails)."""
+    for url in (f"sqlite:///{tmp_path}/s.db", f"journal:{tmp_path}/s.log"):
+        storage = open_storage(url)
+        study = optuna.create_study(study_name="s", storage=storage)
+        study.ask()
+        trial = study.ask()
+        trial.suggest_float("x", 0, 1)
+        frozen = storage.get_trial(trial_id(trial))
+        assert frozen.number == 1 and frozen.params == trial.params
+        assert trial_id(study.trials[1]) == trial_id(trial)
+
+
+def test_storage_urls_name_their_problem(tmp_path):
+    """An unreachable PostgreSQL names the URL (no SQLAlchemy traceback, no password); an unknown scheme
+    lists the allowed ones; a file that is not a database says so."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    url = f"postgresql://navexp:secret@127.0.0.1:{port}/navexp"
+    with pytest.raises(
+        ConnectionError, match=rf"sweep.storage='postgresql://navexp@127.0.0.1:{port}/navexp'"
+    ):
+        open_storage(url)
+    with pytest.raises(ValueError, match=r"allowed: sqlite:///<file>.db, postgresql://.*, journal:<file>"):
+        open_storage("redis://localhost/0")
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"not a database " * 100)
+    with pytest.raises(
+        ConnectionError, match=r"sweep.storage='sqlite:///.*bad.db' cannot be opened: file is not a"
+    ):
+        open_storage(f"sqlite:///{bad}")
+
+
+def test_sweep_report_reads_a_journal_study(tmp_path, capsys):
+    from navexp import sweep_report
+
+    storage = open_storage(f"journal:{tmp_path}/s.log")
+    study = optuna.create_study(study_name="j", storage=storage, direction="maximize")
+    for v in (0.2, 0.6):
+        t = study.ask()
+        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        study.tell(t, v)
+    out = sweep_report.main([str(tmp_path / "s.log")])
+    assert out == tmp_path / "j"  # next to the journal file
+    assert "study j: COMPLETE 2" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["best_value"] == 0.6
+
+
+# -- optuna-dashboard ------------------------------------------------------------------------------------
+def test_optuna_dashboard_serves_a_finished_study(tmp_path):
+    """`optuna-dashboard sqlite:///<db> --host 127.0.0.1 --port P` (docs/sweeps.md): its HTTP API lists
+    the study, and the study's trials with their values and parameters."""
+    exe = shutil.which("optuna-dashboard")
+    if exe is None:
+        pytest.skip('optuna-dashboard is not installed (pip install -e ".[dashboard]")')
+    url = f"sqlite:///{tmp_path}/s.db"
+    study = optuna.create_study(study_name="dash", storage=open_storage(url), direction="maximize")
+    for v in (0.25, 0.75):
+        t = study.ask()
+        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        study.tell(t, v)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [exe, url, "--host", "127.0.0.1", "--port", str(port), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/api"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                studies = json.load(urllib.request.urlopen(f"{base}/studies", timeout=5))
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "optuna-dashboard did not answer within 60 s"
+                time.sleep(0.5)
+        summary = next(s for s in studies["study_summaries"] if s["study_name"] == "dash")
+        detail = json.load(
+            urllib.request.urlopen(f"{base}/studies/{summary['study_id']}?after=0", timeout=10)
+        )
+        trials = detail["trials"]
+        assert [t["values"] for t in trials] == [[0.25], [0.75]]
+        assert [t["state"] for t in trials] == ["Complete", "Complete"]
+        assert {p["name"] for p in trials[0]["params"]} == {"ppo.clip_param"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_each_pruning_type_builds_its_optuna_pruner_and_a_typo_is_refused():
+    from omegaconf import OmegaConf
+
+    from navexp import compose_config
+    from navexp.experiment.validation import validate_run_cfg
+    from navexp.sweep.trial import pruner
+
+    base = compose_config([]).sweep.pruning
+    kinds = {}
+    for kind in ("median", "percentile", "hyperband", "wilcoxon"):
+        kinds[kind] = type(pruner(OmegaConf.merge(base, {"type": kind}))).__name__
+    assert kinds == {
+        "median": "MedianPruner",
+        "percentile": "PercentilePruner",
+        "hyperband": "HyperbandPruner",
+        "wilcoxon": "WilcoxonPruner",
+    }
+    with pytest.raises(ValueError, match=r"sweep.pruning.type='wilcox' is invalid; allowed: \['median', "):
+        validate_run_cfg(compose_config(["sweep.pruning.type=wilcox"]))
