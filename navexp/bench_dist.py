@@ -1,7 +1,9 @@
-"""Training throughput with 1 and N processes (torchrun), measured side by side in one run.
+"""Training throughput with 1 and N processes (torchrun), or with K independent trainings at once,
+measured side by side in one run.
 
     python -m navexp.bench_dist [nproc=1,2] [num_envs=256] [iterations=8] [repeats=1] [device=cpu]
                                 [out=outputs/bench_dist.json] [-- <more navexp.train overrides>]
+    python -m navexp.bench_dist concurrent=1,2,4 [share=on,off] [num_envs=256] [iterations=8] ...
 
 For each process count N this starts ``torchrun --standalone --nproc_per_node=N -m navexp.train``
 twice: with ``env.num_envs=num_envs`` per rank (N x the worlds, N x the transitions per iteration)
@@ -12,6 +14,12 @@ second across ranks (transitions of all ranks / rank 0's iteration time) and ran
 learn times. ``repeats=R`` runs all shapes R times, interleaved (round 1 of every shape, then
 round 2, ...), so a change in the machine's load hits every shape alike. The machine's core count
 and the 1-minute load average before each run are recorded with them.
+
+``concurrent=1,2,4`` instead starts K plain ``python -m navexp.train`` runs at once for each K (K
+sweep trials under ``n_jobs=K``, or K users on one host), ``num_envs`` worlds each, and reports each
+one's median steps/s over iterations 2..last, their sum, and the sum against one training alone.
+``share=on`` is navexp's default (each training takes its share of the cores,
+navexp/learn/cores.py); ``share=off`` sets ``NAVEXP_SHARE_CORES=0`` so each takes every core.
 """
 
 from __future__ import annotations
@@ -24,13 +32,14 @@ from pathlib import Path
 
 import torch
 
-from navexp.analysis.benchmark import measure, table
+from navexp.analysis.benchmark import concurrent_table, measure, measure_concurrent, table
 from navexp.experiment.cli import parse_command_line, run_tool
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     """``key=value`` options, then everything after ``--`` as training overrides."""
-    opts = {"nproc": "1,2", "num_envs": "256", "iterations": "8", "repeats": "1", "device": "cpu", "out": ""}
+    opts = {"nproc": "1,2", "concurrent": "", "share": "on", "num_envs": "256", "iterations": "8"}
+    opts |= {"repeats": "1", "device": "cpu", "out": ""}
 
     extra: list[str] = []
     if "--" in argv:
@@ -42,8 +51,10 @@ def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
 
 def main(argv: list[str] | None = None) -> dict:
     opts, extra = parse_args(list(sys.argv[1:] if argv is None else argv))
-    nprocs = [int(x) for x in opts["nproc"].split(",")]
     envs, its = int(opts["num_envs"]), int(opts["iterations"])
+    if opts["concurrent"]:
+        return concurrent(opts, envs, its, extra)
+    nprocs = [int(x) for x in opts["nproc"].split(",")]
     # Per N: envs per rank (N x the worlds) and envs / N per rank (the same worlds); 1 process runs
     # every total that occurs, so each row has a 1-process reference with as many worlds.
     shapes = {(n, e) for n in nprocs for e in (envs, max(1, envs // n))}
@@ -54,22 +65,50 @@ def main(argv: list[str] | None = None) -> dict:
         for n, e in shapes:
             rows.append({"round": k + 1, **measure(n, e, its, opts["device"], extra)})
             print(f"[bench_dist] {rows[-1]}", flush=True)
-    result = {
-        "command": "python -m navexp.bench_dist " + " ".join(f"{k}={v}" for k, v in opts.items() if v),
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "processor": platform.processor() or platform.machine(),
-            "torch": torch.__version__,
-        },
-        "extra_overrides": extra,
-        "rows": rows,
-    }
+    result = {"command": _command(opts), "machine": _machine(), "extra_overrides": extra, "rows": rows}
     print(table(rows))
-    if opts["out"]:
-        Path(opts["out"]).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts["out"]).write_text(json.dumps(result, indent=2))
+    _write(opts["out"], result)
     return result
+
+
+def concurrent(opts: dict, envs: int, its: int, extra: list[str]) -> dict:
+    """K trainings at once for each K in ``concurrent``, with and/or without core sharing."""
+    ks = [int(x) for x in opts["concurrent"].split(",")]
+    shares = []
+    for word in opts["share"].split(","):
+        if word not in ("on", "off"):
+            raise ValueError(f"share={word!r}: expected on, off or on,off")
+        shares.append(word == "on")
+    rows = []
+    for k in range(int(opts["repeats"])):
+        for share in shares:
+            for n in ks:
+                row = measure_concurrent(n, envs, its, opts["device"], share, extra)
+                rows.append({"round": k + 1, **row})
+                print(f"[bench_dist] {rows[-1]}", flush=True)
+    result = {"command": _command(opts), "machine": _machine(), "extra_overrides": extra, "rows": rows}
+    print(concurrent_table(rows))
+    _write(opts["out"], result)
+    return result
+
+
+def _command(opts: dict) -> str:
+    return "python -m navexp.bench_dist " + " ".join(f"{k}={v}" for k, v in opts.items() if v)
+
+
+def _machine() -> dict:
+    return {
+        "cpu_count": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+    }
+
+
+def _write(out: str, result: dict) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2))
 
 
 def cli() -> None:

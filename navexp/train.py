@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import hydra
@@ -37,6 +37,7 @@ from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
 from navexp.experiment.validation import validate_run_cfg
 from navexp.learn import distributed
 from navexp.learn.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
+from navexp.learn.cores import HostShare, usable_cores
 from navexp.learn.curriculum_hook import CurriculumHook
 from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_overrides
 from navexp.learn.rl_cfg import build_train_cfg
@@ -105,7 +106,12 @@ def run(
     """
     ctx = distributed.setup(str(cfg.env.device))  # checks the device before anything is allocated
     try:
-        return _run(cfg, run_dir, list(overrides or []), quiet or not ctx.is_main, ctx)
+        with HostShare() as host:  # trainings on one host share its cores (navexp/learn/cores.py)
+            threads = min(host.apply(quiet=True), ctx.threads or usable_cores())
+            torch.set_num_threads(threads)
+            host.threads = threads
+            ctx = replace(ctx, threads=threads)
+            return _run(cfg, run_dir, list(overrides or []), quiet or not ctx.is_main, ctx, host)
     finally:
         if ctx.enabled:
             distributed.shutdown()
@@ -147,10 +153,11 @@ class Training:
 
 
 def _run(
-    cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext
+    cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, ctx: DistContext, host: HostShare
 ) -> float | list[float]:
     start = _prepare(cfg, run_dir, overrides, quiet, ctx)
     training = _build(cfg, start, quiet, ctx)
+    training.runner.iteration_callbacks.insert(0, host.on_iteration)
     try:
         _learn(cfg, training.runner, start, ctx)
         _check_ranks_agree(training, start, ctx)

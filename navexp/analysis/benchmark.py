@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -345,9 +346,7 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
             f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
         )
     rows = [m.groups() for m in PROGRESS.finditer(proc.stdout)]
-    steady = [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 1] or [
-        (float(s), float(c), float(lr)) for _, s, c, lr in rows
-    ]
+    steady = _steady(proc.stdout)
     return {
         "nproc": nproc,
         "num_envs_per_rank": per_rank_envs,
@@ -359,6 +358,79 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
         "wall_s": round(wall, 1),
         "load_avg_1min_before": load,
     }
+
+
+def _steady(stdout: str) -> list[tuple[float, float, float]]:
+    """(steps/s, collect s, learn s) of each progress line after the first iteration."""
+    rows = [m.groups() for m in PROGRESS.finditer(stdout)]
+    return [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 1] or [
+        (float(s), float(c), float(lr)) for _, s, c, lr in rows
+    ]
+
+
+def measure_concurrent(
+    k: int, num_envs: int, iterations: int, device: str, share: bool, extra: list[str]
+) -> dict:
+    """K independent trainings (``python -m navexp.train``, as K sweep trials or K users would start
+    them) at once on this host; each one's median steps/s over its iterations 2..last, summed.
+    ``share=False`` runs them with ``NAVEXP_SHARE_CORES=0`` (each takes every core)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "NAVEXP_SHARE_CORES": "1" if share else "0",
+            "NAVEXP_CORES_DIR": f"{tmp}/cores",  # only these K count, not trainings outside the bench
+        }
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        procs = []
+        t0 = time.perf_counter()
+        for i in range(k):
+            cmd = [
+                sys.executable, "-m", "navexp.train", "size=cpu", f"env.device={device}",
+                f"env.num_envs={num_envs}", f"ppo.max_iterations={iterations}",
+                f"ppo.save_interval={iterations + 1}", "eval.enabled=false", f"seed={i + 1}",
+                f"hydra.run.dir={tmp}/run{i}", *extra,
+            ]  # fmt: skip
+            out = open(f"{tmp}/out{i}.txt", "w")  # noqa: SIM115 - closed below
+            proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
+            procs.append((cmd, out, proc))
+        for cmd, out, proc in procs:
+            proc.wait(timeout=3600)
+            out.close()
+            if proc.returncode != 0:
+                text = Path(out.name).read_text()
+                raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{text[-3000:]}")
+        wall = time.perf_counter() - t0
+        steady = [_steady(Path(out.name).read_text()) for _, out, _ in procs]
+    per_process = [statistics.median(r[0] for r in rows) for rows in steady]
+    return {
+        "trainings": k,
+        "share": share,
+        "num_envs": num_envs,
+        "steps_per_s_each": [round(x) for x in per_process],
+        "steps_per_s_sum": sum(per_process),
+        "learn_s_median": statistics.median(r[2] for rows in steady for r in rows),
+        "wall_s": round(wall, 1),
+        "load_avg_1min_before": load,
+    }
+
+
+def concurrent_table(rows: list[dict]) -> str:
+    """Markdown rows; ``vs 1 alone``: the summed throughput against one training alone (same round)."""
+    cols = "round | trainings at once | cores shared | steps/s each | sum steps/s | vs 1 alone | learn s"
+    lines = [f"| {cols} | wall s | load |", "|---" * 9 + "|"]
+    base = {r["round"]: r["steps_per_s_sum"] for r in rows if r["trainings"] == 1 and r["share"]}
+    base_any = {r["round"]: r["steps_per_s_sum"] for r in rows if r["trainings"] == 1}
+    for r in rows:
+        ref = base.get(r["round"]) or base_any.get(r["round"])
+        ratio = f"{r['steps_per_s_sum'] / ref:.2f}x" if ref else "-"
+        each = ", ".join(str(x) for x in r["steps_per_s_each"])
+        lines.append(
+            f"| {r['round']} | {r['trainings']} | {'yes' if r['share'] else 'no'} | {each} | "
+            f"{r['steps_per_s_sum']:.0f} | {ratio} | {r['learn_s_median']:.2f} | {r['wall_s']:.0f} | "
+            f"{r['load_avg_1min_before']:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def table(rows: list[dict]) -> str:

@@ -1,0 +1,109 @@
+"""Trainings side by side share the machine's cores instead of spin-waiting against each other.
+
+Every training process (a plain run, a sweep trial under any launcher, a torchrun rank) registers in
+a per-user directory on this host (``$NAVEXP_CORES_DIR``, else ``<tmp>/navexp-cores-<uid>``) by
+holding an exclusive ``flock`` on the file ``<pid>``. A process killed with kill -9 drops its lock,
+so the count of held locks is the number of live trainings. Each takes ``usable cores // trainings``
+torch threads (at least 1) at its start and re-checks after every PPO iteration, so a training
+started alone gives up cores when others start, and takes them back when they end. The classic
+MuJoCo backend's rollout pool is sized from the share at the start. torch's OpenMP threads spin
+while they wait for work: two processes with all cores each ran 20x slower on 2 cores, not 2x.
+
+``NAVEXP_SHARE_CORES=0`` turns this off: every training takes all usable cores, as before (for a
+process pinned by its own ``OMP_NUM_THREADS``/``taskset``, or to measure the difference:
+``python -m navexp.bench_dist concurrent=1,2,4 share=on,off``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def sharing() -> bool:
+    """False when ``NAVEXP_SHARE_CORES=0``: trainings take every usable core whatever runs beside them."""
+    value = os.environ.get("NAVEXP_SHARE_CORES", "1").strip().lower()
+    if value not in ("0", "1", "false", "true", "off", "on", ""):
+        raise ValueError(f"NAVEXP_SHARE_CORES={value!r}: expected 1 (share the cores, the default) or 0")
+    return value not in ("0", "false", "off")
+
+
+def registry_dir() -> Path:
+    env = os.environ.get("NAVEXP_CORES_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"navexp-cores-{os.getuid()}"
+
+
+class HostShare:
+    """This process's registration as a training on this host (a context manager)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.dir = Path(directory) if directory is not None else registry_dir()
+        self.enabled = sharing()
+        self._file = None
+        self.threads: int | None = None
+
+    def __enter__(self) -> HostShare:
+        if not self.enabled:
+            return self
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._path = self.dir / str(os.getpid())
+        self._file = open(self._path, "w")  # noqa: SIM115 - held for the whole training
+        fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:
+            self._path.unlink(missing_ok=True)
+            self._file.close()
+            self._file = None
+
+    def trainings(self) -> int:
+        """Live registered trainings on this host, this one included; files of dead ones are removed."""
+        live = 0
+        for path in self.dir.iterdir():
+            if self._file is not None and path == self._path:
+                live += 1
+                continue
+            try:
+                with open(path) as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its process is gone
+                    path.unlink(missing_ok=True)
+            except BlockingIOError:
+                live += 1
+            except FileNotFoundError:  # removed meanwhile by its owner or another process
+                pass
+        return max(live, 1)
+
+    def share(self) -> int:
+        """Torch threads for this process: usable cores // live trainings, at least 1."""
+        if not self.enabled:
+            return usable_cores()
+        return max(1, usable_cores() // self.trainings())
+
+    def apply(self, quiet: bool = False) -> int:
+        """Set torch's threads to the current share; say so when it changed."""
+        threads = self.share()
+        if threads != self.threads:
+            torch.set_num_threads(threads)
+            if not quiet and self.threads is not None:
+                print(
+                    f"[navexp] {self.trainings()} trainings on this host: {threads} torch thread(s)",
+                    flush=True,
+                )
+            self.threads = threads
+        return threads
+
+    def on_iteration(self, it: int, success: float) -> None:
+        """A NavRunner iteration callback: re-check the share after each iteration."""
+        self.apply()

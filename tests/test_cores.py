@@ -1,0 +1,84 @@
+"""Trainings side by side share the host's cores (navexp/learn/cores.py): the registry counts live
+trainings, a killed one drops out, and a training takes its share of torch threads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from conftest import NO_MEDIA, TINY
+
+from navexp import compose_config
+from navexp.learn import cores
+from navexp.learn.cores import HostShare
+
+HOLD = (
+    "import sys, time; from navexp.learn.cores import HostShare\n"
+    "with HostShare(sys.argv[1]):\n"
+    "    print('registered', flush=True); time.sleep(600)\n"
+)
+
+
+def holder(directory: Path) -> subprocess.Popen:
+    """A process registered as a training in ``directory`` until killed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "registered"
+    return proc
+
+
+def test_the_registry_counts_live_trainings_and_drops_a_killed_one(tmp_path, monkeypatch):
+    """This process + 2 holders = 3 trainings; kill -9 one: 2, and its file is gone. Share with 4
+    usable cores: 4 // 3 = 1, then 4 // 2 = 2; never below 1."""
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    procs = [holder(tmp_path), holder(tmp_path)]
+    try:
+        with HostShare(tmp_path) as me:
+            assert me.trainings() == 3 and me.share() == 1
+            os.kill(procs[0].pid, signal.SIGKILL)
+            procs[0].wait()
+            assert me.trainings() == 2 and me.share() == 2
+            assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), str(procs[1].pid)])
+        assert not (tmp_path / str(os.getpid())).exists()  # unregistered at the end
+        monkeypatch.setattr(cores, "usable_cores", lambda: 1)
+        with HostShare(tmp_path) as me:
+            assert me.share() == 1  # 1 core, 2 trainings: still one thread
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_training_beside_another_takes_half_the_cores(tmp_path, monkeypatch):
+    """A tiny in-process training with one other registered training on a 2-core budget runs with 1
+    torch thread; alone it takes both (the share is re-checked after every iteration)."""
+    monkeypatch.setenv("NAVEXP_CORES_DIR", str(tmp_path / "cores"))
+    monkeypatch.setattr(cores, "usable_cores", lambda: 2)
+    from navexp.train import run
+
+    overrides = [*TINY, *NO_MEDIA, "eval.enabled=false"]
+    seen = []
+    original = HostShare.on_iteration
+
+    def spy(self, it, success):
+        original(self, it, success)
+        seen.append(torch.get_num_threads())
+
+    monkeypatch.setattr(HostShare, "on_iteration", spy)
+    before = torch.get_num_threads()
+    other = holder(tmp_path / "cores")
+    try:
+        run(compose_config(overrides), tmp_path / "beside", overrides, quiet=True)
+        assert seen == [1, 1]
+    finally:
+        other.kill()
+        other.wait()
+    seen.clear()
+    time.sleep(0.1)
+    run(compose_config(overrides), tmp_path / "alone", overrides, quiet=True)
+    assert seen == [2, 2]
+    torch.set_num_threads(before)
