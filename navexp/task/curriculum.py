@@ -271,5 +271,3 @@ def checkpoint_state(ckpt: dict | None) -> dict | None:
         return None
     state = (ckpt.get("infos") or {}).get("curriculum")
     return dict(state) if state else None
-
-
