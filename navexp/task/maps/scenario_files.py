@@ -1,7 +1,8 @@
 """Fixed layouts from a file: navexp's scenario YAML, or a ROS ``map_server`` occupancy-grid map.
 
-A map YAML (``image``, ``resolution``, ``origin``, ``occupied_thresh``, ``negate``; as written by
-``map_saver``) becomes walls: pixels whose occupancy probability exceeds ``occupied_thresh`` (with
+A map YAML (``image``, ``resolution``, ``origin``, ``occupied_thresh``, ``free_thresh``, ``negate``; as
+written by ``map_saver``; validated key by key, and the image's size read from its header, before any
+pixel is decoded) becomes walls: pixels whose occupancy probability exceeds ``occupied_thresh`` (with
 ``negate: 0``, p = (255 - value) / 255) are merged into rectangles (navexp.task.maps.rectangles), one per
 wall slot. The map is centred on the room (its own frame is shifted by minus the centre of its
 extent), so it must fit inside ``env.room``. Start/goal pairs come from the same YAML, in the map's
@@ -18,12 +19,14 @@ free path between them. Each pair is one entry (world w at its k-th episode play
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from navexp.paths import CONFIG_DIR
 from navexp.sim.layout import Layout, nearest_obstacle
@@ -50,15 +53,58 @@ def resolve_scenario_path(name_or_path: str) -> Path:
     raise FileNotFoundError(f"env.scenarios={name_or_path!r}: no such file; shipped scenarios: {names}")
 
 
-MAP_KEYS = ("image", "resolution", "origin")
+ROS_MAP_KEYS = ("image", "resolution", "origin", "occupied_thresh", "free_thresh", "negate")
+"""The keys of a ROS map_server map YAML: a file with any of them is read (and validated) as a map."""
+
+MAP_ALLOWED = {
+    "image": "the path of the PGM/PNG image relative to the YAML",
+    "resolution": "a finite number > 0 (metres per pixel)",
+    "origin": "a list [x, y, yaw] of 3 finite numbers (metres, metres, radians; yaw 0)",
+    "occupied_thresh": "a number in [0, 1) (occupancy probability above which a pixel is a wall)",
+    "free_thresh": "a number in [0, 1] and below occupied_thresh",
+    "negate": "0 | 1",
+    "num_pairs": "an integer >= 1 (start/goal pairs sampled in free space)",
+    "pairs_seed": "an integer",
+    "starts_goals": "a list of {robot: {x, y, yaw_deg}, goal: {x, y}}",
+}
+"""What each map YAML key allows, as the errors state it."""
+
+MAX_MAP_PIXELS = 4096 * 4096
+"""Largest map image (W x H = 16.8 M pixels), checked from the image header before decoding. 4096 pixels
+are 41 m at a fine 0.01 m per pixel (205 m at map_saver's usual 0.05 m), far beyond the rooms the wall
+slots fill (8 m by default); decoding holds a few float64/int64 arrays of the image (8 bytes per pixel
+each, about 1 GB here), where a 12000 x 12000 map took 54 s and 7.4 GB."""
+
+
+@dataclass(frozen=True)
+class MapHeader:
+    """A map YAML's validated keys and its image's size, known before any pixel is decoded."""
+
+    image: Path
+    """The image file (resolved next to the YAML)."""
+    size_wh: tuple[int, int]
+    """Image width and height in pixels."""
+    resolution_m: float
+    """Metres per pixel."""
+    origin_xy: tuple[float, float]
+    """Map-frame position (metres) of the lower-left pixel's corner."""
+    occupied_thresh: float
+    """Pixels with occupancy probability above this are walls."""
+    negate: bool
+    """Whether p = value / 255 (else (255 - value) / 255)."""
+
+
+def is_ros_map(data: object) -> bool:
+    """Whether a parsed YAML is a ROS map (has any of ``ROS_MAP_KEYS``) rather than a scenario list."""
+    return isinstance(data, dict) and any(k in data for k in ROS_MAP_KEYS)
 
 
 def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
-    """The layouts of a scenario YAML or a ROS map YAML (told apart by its ``image`` key), on the CPU,
+    """The layouts of a scenario YAML or a ROS map YAML (any of ``ROS_MAP_KEYS``), on the CPU,
     each with its shortest path (inf when the goal cannot be reached)."""
     file = Path(file)
     data = yaml.safe_load(file.read_text())
-    if isinstance(data, dict) and "image" in data:
+    if is_ros_map(data):
         lay = load_ros_map(file, data, spec, maps)
     else:
         lay = load_scenarios(
@@ -81,47 +127,130 @@ def scenario_entry_names(file: Path) -> list[str]:
     """The name of each entry of a scenario file, in entry order: a scenario's ``name`` (``scenario_<i>``
     when it has none), a map's ``pair_<i>``; a repeated name gets ``_<i>`` appended."""
     data = yaml.safe_load(Path(file).read_text())
-    if isinstance(data, dict) and "image" in data:
-        pairs = data.get("starts_goals")
-        return [f"pair_{i}" for i in range(len(pairs) if pairs else int(data.get("num_pairs", 0)))]
+    if is_ros_map(data):
+        read_map_header(Path(file), data)  # the same key errors as loading it (reads no pixel)
+        return [f"pair_{i}" for i in range(_num_pairs(file, data))]
     names = [str(e.get("name") or f"scenario_{i}") for i, e in enumerate(data["scenarios"])]
     return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
-def read_occupancy(file: Path, data: dict) -> tuple[np.ndarray, float, tuple[float, float]]:
-    """Occupied cells [H, W] bool (row 0 at the lowest y), the resolution and the origin (x, y) of a
-    map_server YAML's image."""
-    missing = [k for k in MAP_KEYS if k not in data]
-    if missing:
-        raise ValueError(f"{file}: a map_server map needs {list(MAP_KEYS)}; missing {missing}")
-    res = float(data["resolution"])
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bad_key(file: Path, key: str, value: object) -> ValueError:
+    return ValueError(f"{file}: {key}={value!r} is invalid; {key} must be {MAP_ALLOWED[key]}")
+
+
+def _threshold(file: Path, data: dict, key: str, default: float | None, upper_open: bool) -> float | None:
+    v = data.get(key, default)
+    if v is None:
+        return None
+    if not _is_num(v) or not 0.0 <= v <= 1.0 or (upper_open and v == 1.0):
+        raise _bad_key(file, key, v)
+    return float(v)
+
+
+def read_map_header(file: Path, data: dict) -> MapHeader:
+    """Validate a map YAML's keys (each error names the file, key, value and what is allowed) and read the
+    image's size from its header, refusing more than ``MAX_MAP_PIXELS``; decodes no pixel."""
+    for key in ("image", "resolution", "origin"):
+        if key not in data:
+            raise ValueError(
+                f"{file}: {key}: missing, {MAP_ALLOWED[key]} (a map_server map needs image, "
+                "resolution, origin)"
+            )
+    name = data["image"]
+    if not isinstance(name, str) or not name.strip():
+        raise _bad_key(file, "image", name)
+    res = data["resolution"]
+    if not _is_num(res) or res <= 0:
+        raise _bad_key(file, "resolution", res)
     origin = data["origin"]
-    if res <= 0 or len(origin) != 3:
-        raise ValueError(f"{file}: resolution={res} must be > 0 and origin [x, y, yaw]; got {origin}")
+    if not isinstance(origin, list) or len(origin) != 3 or not all(_is_num(v) for v in origin):
+        raise _bad_key(file, "origin", origin)
     if abs(float(origin[2])) > 1e-9:
         raise ValueError(f"{file}: origin yaw={origin[2]} is not supported; allowed: 0")
-    image = (file.parent / str(data["image"])).resolve()
+    occ_t = _threshold(file, data, "occupied_thresh", 0.65, upper_open=True)
+    free_t = _threshold(file, data, "free_thresh", None, upper_open=False)
+    if free_t is not None and free_t >= occ_t:
+        raise ValueError(
+            f"{file}: free_thresh={free_t!r} is invalid; free_thresh must be a number in [0, 1] and below "
+            f"occupied_thresh={occ_t!r} (map_server: free < occupied)"
+        )
+    negate = data.get("negate", 0)
+    if negate not in (0, 1) or not isinstance(negate, int):
+        raise _bad_key(file, "negate", negate)
+    image = (file.parent / name).resolve()
     if not image.is_file():
-        raise FileNotFoundError(f"{file}: image {str(data['image'])!r} not found at {image}")
-    pixels = np.asarray(Image.open(image).convert("L"), dtype=np.float64)
-    negate = int(data.get("negate", 0))
-    if negate not in (0, 1):
-        raise ValueError(f"{file}: negate={negate!r} is invalid; allowed: 0 | 1")
-    p = pixels / 255.0 if negate else (255.0 - pixels) / 255.0
-    occupied = p > float(data.get("occupied_thresh", 0.65))
-    return occupied[::-1].copy(), res, (float(origin[0]), float(origin[1]))
+        raise FileNotFoundError(f"{file}: image {name!r} not found at {image}")
+    return MapHeader(
+        image, _image_size(file, image), float(res), (float(origin[0]), float(origin[1])), occ_t, bool(negate)
+    )
+
+
+def _image_size(file: Path, image: Path) -> tuple[int, int]:
+    """(W, H) from the image header (PIL opens lazily), refused above ``MAX_MAP_PIXELS``."""
+    limit = f"the limit of {MAX_MAP_PIXELS} pixels (MAX_MAP_PIXELS)"
+    try:
+        with warnings.catch_warnings():  # PIL's own bomb warning: our limit below is lower
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(image) as im:
+                w, h = im.size
+    except Image.DecompressionBombError as e:  # above twice PIL's limit: it refuses before we see the size
+        raise ValueError(f"{file}: image {image.name!r} is too large ({e}), above {limit}") from None
+    except (UnidentifiedImageError, OSError) as e:
+        raise ValueError(f"{file}: image {image.name!r} is not a readable PGM/PNG image ({e})") from None
+    if w * h > MAX_MAP_PIXELS:
+        raise ValueError(
+            f"{file}: image {image.name!r} is {w} x {h} = {w * h} pixels, above {limit}; "
+            "crop or downsample the map (a coarser resolution)"
+        )
+    return w, h
+
+
+def read_occupancy(file: Path, header: MapHeader) -> np.ndarray:
+    """Occupied cells [H, W] bool (row 0 at the lowest y) of a validated map's image."""
+    try:
+        with Image.open(header.image) as im:
+            pixels = np.asarray(im.convert("L"), dtype=np.float64)
+    except OSError as e:  # a truncated image: its header promised more pixels than it holds
+        raise ValueError(f"{file}: image {header.image.name!r} could not be decoded ({e})") from None
+    p = pixels / 255.0 if header.negate else (255.0 - pixels) / 255.0
+    return (p > header.occupied_thresh)[::-1].copy()
+
+
+def _num_pairs(file: Path, data: dict) -> int:
+    """The number of start/goal pairs of a map YAML: its ``starts_goals`` list, or ``num_pairs``."""
+    pairs = data.get("starts_goals")
+    if pairs is not None:
+        if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
+            raise _bad_key(file, "starts_goals", pairs)
+        if pairs:
+            return len(pairs)
+    n = data.get("num_pairs")
+    if n is None:
+        raise ValueError(f"{file}: give 'starts_goals' (a list of robot/goal pairs) or 'num_pairs' >= 1")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise _bad_key(file, "num_pairs", n)
+    return n
 
 
 def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Layout:
     """One layout per start/goal pair: the map's walls (merged rectangles) centred in the room."""
-    occ, res, origin = read_occupancy(file, data)
-    h, w = occ.shape
+    header = read_map_header(file, data)
+    k = _num_pairs(file, data)
+    seed = data.get("pairs_seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise _bad_key(file, "pairs_seed", seed)
+    (w, h), res, origin = header.size_wh, header.resolution_m, header.origin_xy
     size_x, size_y = w * res, h * res
     if size_x > 2 * spec.half_x + 1e-6 or size_y > 2 * spec.half_y + 1e-6:
         raise ValueError(
             f"{file}: the map is {size_x:.2f} m x {size_y:.2f} m, larger than the room "
             f"({2 * spec.half_x} m x {2 * spec.half_y} m); raise env.room.size_x_m / size_y_m"
         )
+    occ = read_occupancy(file, header)
     # Map frame -> world: shift by minus the centre of the map's extent.
     shift = (-(origin[0] + size_x / 2), -(origin[1] + size_y / 2))
     centre, half, active, count = merge_rectangles(
@@ -134,9 +263,6 @@ def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Lay
             f"env.obstacles.wall_slots={spec.wall_slots}; raise it to at least {n_rects}"
         )
     pairs = data.get("starts_goals")
-    k = len(pairs) if pairs else int(data.get("num_pairs", 0))
-    if k < 1:
-        raise ValueError(f"{file}: give 'starts_goals' (a list of robot/goal pairs) or 'num_pairs' >= 1")
     lay = Layout.empty(k, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots)
     lay.wall_xy[:], lay.wall_half[:], lay.wall_active[:] = centre[0], half[0], active[0]
     if pairs:
@@ -145,7 +271,7 @@ def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Lay
             lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
     else:
-        _sample_pairs(file, lay, spec, maps, int(data.get("pairs_seed", 0)))
+        _sample_pairs(file, lay, spec, maps, seed)
     return lay
 
 
