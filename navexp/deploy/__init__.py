@@ -6,6 +6,6 @@ May import: every layer below it (``analysis``, ``experiment``, ``learn``, ``tas
 torch and no simulator, only numpy and ``navexp.task.obs.numpy_terms`` (enforced by import-linter).
 """
 
-from navexp.deploy.policy import NumpyPolicy, check_inputs
+from navexp.deploy.policy import NumpyPolicy, check_inputs, check_scan
 
-__all__ = ["NumpyPolicy", "check_inputs"]
+__all__ = ["NumpyPolicy", "check_inputs", "check_scan"]

@@ -201,4 +201,13 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     files = export(ckpt, cfg, out)
     for kind, path in files.items():
         print(f"[navexp] {kind:11s} {path}")
+    print(f"[navexp] {UNGUARDED}")
     return files
+
+
+UNGUARDED = (
+    "note: policy.pt and policy.onnx do not check their input: NaN/inf in obs gives NaN or, through "
+    "an RNN, a finite but meaningless action; build obs as NumpyPolicy does and check it is finite "
+    "(docs/deploy.md#what-the-exported-graphs-do-not-check)"
+)
+"""The caveat ``main`` prints after the file list (NumpyPolicy guards its inputs; the graphs do not)."""

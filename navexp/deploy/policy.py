@@ -12,7 +12,7 @@ The command has the trained robot's action width and order (``policy.action_name
 ``action`` block), each component clipped to [-1, 1] and scaled to its unit, in the body frame.
 
 Inputs (body frame: x forward, y left): ``scan_m`` [B] ranges in metres, beam 0 forward then
-counter-clockwise (misses may be inf or nan: they read max range); ``goal_body_xy`` [2] goal
+counter-clockwise (a miss may be NaN, +-inf or negative: it reads max range); ``goal_body_xy`` [2] goal
 position relative to the robot (m); ``vel_body`` [2] forward/left velocity (m/s); ``omega`` yaw rate
 (rad/s). The observation is rebuilt exactly as in training from the metadata stored in the file,
 term by term with the numpy twins of ``navexp.task.obs.numpy_terms`` (torch-free as well).
@@ -44,6 +44,20 @@ def check_inputs(goal_body_xy, vel_body, omega) -> None:
                 f"{name}={arr.tolist()!r} is not finite; allowed: finite numbers (NaN/inf is only "
                 f"meaningful in scan_m, where it reads max range)"
             )
+
+
+def check_scan(scan_m, num_beams: int) -> None:
+    """Raise TypeError when ``scan_m`` is not a sequence of numbers, ValueError when it does not hold
+    ``num_beams`` ranges (NaN/inf/negative entries are allowed: they mean no return)."""
+    expected = f"a sequence of {num_beams} ranges in metres (shape ({num_beams},), beam 0 forward, CCW)"
+    try:
+        arr = None if isinstance(scan_m, str | bytes) else np.asarray(scan_m, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if scan_m is None or arr is None:
+        raise TypeError(f"scan_m={scan_m!r} ({type(scan_m).__name__}) is invalid; expected {expected}")
+    if arr.shape != (num_beams,):
+        raise ValueError(f"scan_m has shape {arr.shape}; expected {expected}")
 
 
 class NumpyPolicy:
@@ -99,6 +113,9 @@ class NumpyPolicy:
     def frame(self, scan_m, goal_body_xy, vel_body, omega, **extra) -> np.ndarray:
         """One observation frame, term by term in the exported order (each term's numpy twin)."""
         m, parts = self.meta, []
+        num_beams = dict(m["obs"]["terms"]).get("lidar")
+        if num_beams is not None:  # a policy without the lidar term never reads the scan
+            check_scan(scan_m, int(num_beams))
         inputs = {
             "scan_m": scan_m,
             "goal_body_xy": goal_body_xy,
@@ -111,7 +128,7 @@ class NumpyPolicy:
         for name, width in m["obs"]["terms"]:
             part = np.asarray(get_twin(name)(inputs, term_params.get(name, {}), m), dtype=np.float64)
             if part.shape != (width,):
-                raise ValueError(f"term {name!r} built {part.shape[0]} values, the policy expects {width}")
+                raise ValueError(f"term {name!r} built shape {part.shape}, the policy expects ({width},)")
             parts.append(part)
         return np.concatenate(parts)
 
@@ -150,7 +167,8 @@ class NumpyPolicy:
         m/s, yaw rate rad/s). ``extra`` keyword inputs reach the numpy twins of added terms.
 
         A NaN/inf goal, velocity or yaw rate raises ValueError naming the input (the policy's output
-        would be NaN); NaN/inf scan beams keep their meaning: no return, read as max range.
+        would be NaN); NaN, +-inf or negative scan beams keep their meaning: no return, read as max
+        range. A missing or misshapen scan raises TypeError/ValueError naming ``scan_m`` and its shape.
         """
         check_inputs(goal_body_xy, vel_body, omega)
         a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega, **extra))

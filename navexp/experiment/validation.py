@@ -12,6 +12,7 @@ from typing import Any
 from navexp.experiment.config import check_path_name
 from navexp.experiment.suites import check_suite
 from navexp.learn.models import check_model_cfg
+from navexp.task.checks import check_all_finite
 from navexp.task.validation import validate_env_cfg
 
 __all__ = ["check_path_name", "validate_env_cfg", "validate_run_cfg"]
@@ -23,6 +24,8 @@ def validate_run_cfg(cfg: Any) -> None:
     Runs after the size preset is applied, before the env, the runner or any file is created.
     """
     validate_env_cfg(cfg.env)
+    for group in ("obs", "reward"):  # term params and weights: inf would surface as a NaN reward later
+        check_all_finite(cfg[group], group)
     ppo = cfg.ppo
     for key in ("max_iterations", "num_steps_per_env", "num_learning_epochs", "save_interval"):
         value = ppo[key]

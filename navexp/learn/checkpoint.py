@@ -20,6 +20,7 @@ import io
 import os
 import pickle
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +48,31 @@ def save_atomic(obj: Any, path: str | Path) -> None:
 
 
 def write_atomic(path: str | Path, data: bytes | memoryview | str) -> None:
-    """Write ``data`` to ``path`` via ``<path>.tmp`` + fsync + rename (+ fsync of the directory).
+    """Write ``data`` to ``path`` via a temporary file of its own + fsync + rename (+ fsync of the
+    directory).
 
-    On failure the temporary file is removed and OSError names the file and the OS error.
+    The temporary file (``.<name>.<pid>.<random>.tmp`` in the same directory, so the rename stays on
+    one filesystem) is unique per call: processes writing one path at once each publish a whole file,
+    the last rename wins, and none removes or renames another's temporary file. It is created
+    exclusively (``open(..., "xb")``) with the usual permissions (0666 minus the umask, unlike
+    ``tempfile.mkstemp``'s 0600). On failure the temporary file is removed and OSError names the file
+    and the OS error.
     """
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     raw = data.encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    created = False
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "xb") as f:
+            created = True
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        if created:  # never another writer's file of the same (improbable) name
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         name = os.strerror(e.errno) if e.errno else type(e).__name__
         code = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else "no errno"
         raise OSError(

@@ -34,6 +34,7 @@ from typing import Any
 import optuna
 import torch
 from hydra.core.plugins import Plugins
+from hydra.errors import CompactHydraException
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import get_method
@@ -56,6 +57,12 @@ from navexp.sweep.space import check_keys, distributions, distributions_from_con
 from navexp.sweep.storage import describe, open_storage, trial_id
 
 log = logging.getLogger(__name__)
+
+
+class StorageError(CompactHydraException):
+    """A study storage that cannot be opened (unreachable server, not a database, unknown scheme,
+    missing driver): Hydra prints this one line, naming the URL, without a traceback, and exits 1."""
+
 
 DIRECTIONS = {
     "success_rate": "maximize",
@@ -240,7 +247,10 @@ class StudySweeper(Sweeper):
         if points is not None and points < self.n_trials:
             log.info(f"the space has {points} points: n_trials {self.n_trials} -> {points}")
             self.n_trials = points
-        self.storage = open_storage(self.storage_url)
+        try:
+            self.storage = open_storage(self.storage_url)
+        except (ConnectionError, ImportError, ValueError) as e:  # each names the URL in one line
+            raise StorageError(f"Error: {e}") from None
         study = optuna.create_study(
             study_name=self.study_name,
             storage=self.storage,

@@ -39,6 +39,9 @@ class NavEnv(VecEnv):
 
     OUTCOME_WINDOW = 1000
     """Episodes kept for the rolling success rate."""
+    POOL_TOP_UP_STEPS = 64
+    """Most control steps between layout-pool top-ups: the pool holds worlds x min(check_every, this)
+    layouts in reserve (a larger check_every adds a top-up sync every this many steps instead)."""
 
     def __init__(self, cfg, validated: bool = False) -> None:
         """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``.
@@ -90,10 +93,15 @@ class NavEnv(VecEnv):
         self.check_every = int(every)
         """Control steps between fault checks (the step path's one host sync)."""
         self.generator = torch.Generator(device=dev)
-        # Reset layouts come from a device-side pool topped up at the fault checks: it must hold the
-        # most resets possible until the next check (every world, every step; without auto-reset only
-        # reset() takes layouts, and it checks right after).
-        reserve = n * self.check_every if env_cfg.auto_reset else n
+        # Reset layouts come from a device-side pool topped up at the fault checks, and every
+        # POOL_TOP_UP_STEPS steps between rarer checks (a host sync of its own), so its size is
+        # O(worlds) whatever check_every is: it must hold the most resets possible until the next
+        # top-up (every world, every step; without auto-reset only reset() takes layouts, and it
+        # checks right after; fixed scenarios take none).
+        pooled = env_cfg.auto_reset and self.scenarios is None
+        self.pool_every = min(self.check_every, self.POOL_TOP_UP_STEPS) if pooled else self.check_every
+        """Control steps between layout-pool top-ups (the fault checks, or more often)."""
+        reserve = n * self.pool_every if pooled else n
         self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev, maps=self.map_spec)
         self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
 
@@ -134,6 +142,7 @@ class NavEnv(VecEnv):
         self.steps_taken = 0
         """Control steps since construction (host counter, stamps faults)."""
         self._steps_since_check = 0
+        self._steps_since_top_up = 0
         self._obs = self.obs_manager.zeros()
         self.reset()
 
@@ -221,7 +230,7 @@ class NavEnv(VecEnv):
     def check_faults(self) -> None:
         """Raise for faults flagged since the last check, naming the worlds and the first step; top up
         the layout pool when it runs low. One host sync."""
-        self._steps_since_check = 0
+        self._steps_since_check = self._steps_since_top_up = 0
         faulty, pool_low = torch.stack((self.faults.any(), self.layout_pool.low())).tolist()
         if pool_low and self.scenarios is None:
             self.layout_pool.refill()
@@ -359,5 +368,15 @@ class NavEnv(VecEnv):
         self.steps_taken += 1
         self.faults.end_step(self.steps_taken)
         self._steps_since_check += 1
+        self._steps_since_top_up += 1
         if self._steps_since_check >= self.check_every:
             self.check_faults()
+        elif self._steps_since_top_up >= self.pool_every:
+            self._top_up_pool()
+
+    def _top_up_pool(self) -> None:
+        """Refill the layout pool when it runs low, between fault checks rarer than POOL_TOP_UP_STEPS
+        (one host sync; faults stay flagged until the next check)."""
+        self._steps_since_top_up = 0
+        if bool(self.layout_pool.low()):
+            self.layout_pool.refill()

@@ -129,4 +129,6 @@ class EnvCfg:
     check_every: int | None = None
     """Control steps between fault checks (the one host sync of the step path); faults found in
     between are kept on the device with their worlds and first step. None: ppo.num_steps_per_env,
-    once per PPO rollout (the runner also checks before every PPO update)."""
+    once per PPO rollout (the runner also checks before every PPO update). Above 64 the layout pool is
+    still topped up every 64 steps (a sync of its own; ``NavEnv.POOL_TOP_UP_STEPS``), so its memory
+    stays max(256, 2 x worlds x 64) layouts whatever check_every is."""

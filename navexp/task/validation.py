@@ -14,15 +14,21 @@ import yaml
 from navexp.sim.base import BACKENDS, backend_choices
 from navexp.sim.lidar import RealismSpec, beam_spacing_deg
 from navexp.task.checks import check as _check
+from navexp.task.checks import check_all_finite
 from navexp.task.checks import check_range as _check_range
 from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
 from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
 
+FINITE_EXEMPT: frozenset[str] = frozenset()
+"""Env keys (dotted, below ``env.``) that may be NaN or inf; none today: every float is a size, a
+range, a time, a gain or a weight, all of which must be finite."""
+
 
 def validate_env_cfg(cfg: Any) -> None:
     """Raise ValueError naming the key, the value and what is allowed for an impossible env config."""
+    check_all_finite(cfg, "env", FINITE_EXEMPT)  # first: inf passes every range check below
     _check(cfg.num_envs >= 1, "num_envs", cfg.num_envs, "an integer >= 1")
     dev = str(cfg.device)
     _check(

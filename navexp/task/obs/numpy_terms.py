@@ -3,8 +3,9 @@
 Torch-free (``navexp.deploy`` imports it on the robot). Each twin is registered under its term's
 name with ``@numpy_twin("<term>")`` and computes ``fn(inputs, params, meta) -> np.ndarray [width]``:
 - ``inputs``: the raw values ``NumpyPolicy.command`` receives, by name: ``scan_m`` [B] ranges (m;
-  NaN/inf read max range), ``goal_body_xy`` [2] (m, body frame), ``vel_body`` [2] forward/left (m/s),
-  ``omega`` (rad/s), ``prev_action`` [A] the last clipped action, plus any extra keyword inputs;
+  NaN, +-inf and negative values read max range), ``goal_body_xy`` [2] (m, body frame),
+  ``vel_body`` [2] forward/left (m/s), ``omega`` (rad/s), ``prev_action`` [A] the last clipped
+  action, plus any extra keyword inputs;
 - ``params``: the term's resolved params as trained (``policy_meta.json`` ``obs.params``);
 - ``meta``: the export metadata (LiDAR geometry, ``scales``).
 A deployable term in ``navexp/task/obs/terms.py`` names its twin (``obs_term(..., numpy_twin=...)``);
@@ -55,10 +56,11 @@ def describe(name: str) -> str:
 
 @numpy_twin("lidar")
 def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
-    """range / max_range_m, clipped to [0, 1]; NaN/inf (no return) reads max range."""
+    """range / max_range_m, clipped to [0, 1]; NaN, +-inf or negative (no return) reads max range."""
     max_range = meta["lidar"]["max_range_m"]
-    scan = np.nan_to_num(np.asarray(inputs["scan_m"], dtype=np.float64), nan=max_range, posinf=max_range)
-    return np.clip(scan, 0.0, max_range) / max_range
+    scan = np.asarray(inputs["scan_m"], dtype=np.float64)
+    no_return = ~np.isfinite(scan) | (scan < 0)  # as the simulator's clamp_ranges (a miss reads -1)
+    return np.where(no_return, max_range, np.minimum(scan, max_range)) / max_range
 
 
 @numpy_twin("goal_polar")
