@@ -14,6 +14,7 @@ import signal
 import sys
 import uuid
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import hydra
@@ -30,13 +31,19 @@ from navexp.analysis.plots import grid_figure, scene_info, write_plots
 from navexp.analysis.suites import eval_scalars, evaluate_suite
 from navexp.analysis.video import log_gif, write_video
 from navexp.experiment.config import register_configs
-from navexp.experiment.presets import applied_preset, size_override_argv
-from navexp.experiment.repro import seed_everything, write_run_record
+from navexp.experiment.presets import add_overrides, applied_preset, override_value, size_override_argv
+from navexp.experiment.repro import archive_segment, flat_changes, seed_everything, write_run_record
 from navexp.experiment.run_config import eval_env_cfg
 from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
 from navexp.experiment.validation import validate_run_cfg
 from navexp.learn import distributed
-from navexp.learn.checkpoint import check_model, check_resume, load_checkpoint, write_atomic
+from navexp.learn.checkpoint import (
+    check_model,
+    check_resume,
+    load_checkpoint,
+    resolve_checkpoint,
+    write_atomic,
+)
 from navexp.learn.cores import HostShare, usable_cores
 from navexp.learn.curriculum_hook import CurriculumHook
 from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_overrides
@@ -141,6 +148,10 @@ class Start:
     ckpt: dict | None = None
     """The checkpoint a resume continues (None: a new run)."""
     wandb_id: str | None = None
+    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    """When this launch (this segment of the run) started: its key in run_info.json's segments."""
+    changed: dict = field(default_factory=dict)
+    """A resume's config keys that differ from its checkpoint's: {key: [checkpoint's, this launch's]}."""
 
 
 @dataclass
@@ -163,7 +174,20 @@ def _run(
         _check_ranks_agree(training, start, ctx)
         if not ctx.is_main:
             return objective(cfg, {"success_rate": float("nan")})
-        return _finish(cfg, training, start, overrides)
+        old = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        try:
+            return _finish(cfg, training, start, overrides)
+        except KeyboardInterrupt:
+            print(
+                f"[navexp] interrupted during the final evaluation: training finished and is saved in "
+                f"{training.runner.last_checkpoint}; eval.json was not written. Evaluate it with "
+                f"`python -m navexp.evaluate checkpoint={start.run_dir}`, or resume={start.run_dir} "
+                f"re-runs the final evaluation",
+                flush=True,
+            )
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, old)
     except BaseException as e:
         _close_logger(training.runner.logger.writer, cfg, e)
         raise
@@ -254,21 +278,35 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         # resumes into the same W&B run (the writer itself only starts inside rsl_rl's learn()).
         start.wandb_id = uuid.uuid4().hex[:8]
     train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id)
+    if start.ckpt is not None:
+        stored = (start.ckpt.get("infos") or {}).get("config") or {}
+        start.changed = flat_changes(stored, OmegaConf.to_container(cfg, resolve=True))
+        start.changed.pop("resume", None)
     if ctx.is_main:
         start.run_dir.mkdir(parents=True, exist_ok=True)
-        (start.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
+            archive_segment(start.run_dir)
+        write_atomic(start.run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     record = _run_record(cfg, start, env, ctx)
     if ctx.is_main:
-        write_run_record(start.run_dir, **record)
+        write_run_record(start.run_dir, start.started, **record)
     runner = NavRunner(
         env, train_cfg, str(start.run_dir), start.device, _infos(cfg, env, train_cfg), quiet=quiet
     )
     if start.ckpt is not None:
         runner.load_for_resume(start.ckpt)
+        if "ppo.learning_rate" in start.changed:  # the optimizer state would restore the saved rate
+            old_lr, new_lr = start.changed["ppo.learning_rate"]
+            runner.set_learning_rate(float(new_lr))
+            if ctx.is_main:
+                print(
+                    f"[navexp] resume: ppo.learning_rate={new_lr} from this command line replaces the "
+                    f"checkpoint's (configured {old_lr}; its optimizer held {runner.resumed_learning_rate:g})"
+                )
     if ctx.enabled:
         record["ranks"] = distributed.gather(_rank_record(ctx, env, runner, rank_seed), ctx)
         if ctx.is_main:
-            write_run_record(start.run_dir, **record)
+            write_run_record(start.run_dir, start.started, **record)
     prune = pruning_callback(cfg)
     if prune is not None:
         runner.iteration_callbacks.append(prune)
@@ -302,6 +340,8 @@ def _run_record(cfg: DictConfig, start: Start, env: NavEnv, ctx: DistContext) ->
         "size_applied": start.applied,
         "wandb_run_id": start.wandb_id,
         "resumed_from": start.ckpt["_path"] if start.ckpt is not None else None,
+        "start_iteration": int(start.ckpt["iter"]) + 1 if start.ckpt is not None else 0,
+        "changed": start.changed,
         "world_size": ctx.world_size,
         "dist_backend": ctx.backend,
         "num_envs_total": env.num_envs * ctx.world_size,
@@ -322,14 +362,36 @@ def _learn(cfg: DictConfig, runner: NavRunner, start: Start, ctx: DistContext) -
                 runner.learn(remaining, init_at_random_ep_len=random_len)
     except KeyboardInterrupt:
         if ctx.is_main:
-            path = runner.checkpoint_path()
-            runner.save(path)
-            print(f"[navexp] interrupted: saved {path}; continue with resume={start.run_dir}", flush=True)
+            _save_on_stop(runner, start, "interrupted")
         else:
             print(f"[navexp] rank {ctx.rank}: stopped with rank 0", flush=True)
         raise
+    except Exception as e:
+        # Under torchrun a peer that dies (kill -9, out of memory) breaks the next collective here, and
+        # torchrun then stops this rank: rank 0 saves its last finished iteration first.
+        if ctx.enabled and ctx.is_main and not isinstance(e, FloatingPointError):
+            why = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            _save_on_stop(runner, start, f"stopped by {why} (did a peer rank die?)")
+        raise
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def _save_on_stop(runner: NavRunner, start: Start, why: str) -> None:
+    """Save the last finished iteration (kept in memory by the runner) and say how to continue."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the save short
+    try:
+        before = runner.last_checkpoint
+        path = runner.save_last_good()
+    except Exception as e:
+        print(f"[navexp] {why}: could not save the last finished iteration: {e}", flush=True)
+        return
+    if path is None:
+        print(f"[navexp] {why}: no iteration finished, nothing to save", flush=True)
+    elif path == before:
+        print(f"[navexp] {why}: no iteration finished since {path}; continue with resume={start.run_dir}")
+    else:
+        print(f"[navexp] {why}: saved {path}; continue with resume={start.run_dir}", flush=True)
 
 
 def _check_ranks_agree(training: Training, start: Start, ctx: DistContext) -> None:
@@ -356,9 +418,13 @@ def _finish(cfg: DictConfig, training: Training, start: Start, overrides: list[s
     record["wandb_run_id"] = getattr(writer, "run_id", None) or start.wandb_id
     if start.curriculum is not None:
         record["curriculum"] = start.curriculum.state_dict()
-    write_run_record(run_dir, **record)
+    write_run_record(run_dir, start.started, **record)
     metrics = {"success_rate": float("nan")}
     if cfg.eval.enabled:
+        print(
+            f"[navexp] final evaluation ({cfg.eval.num_episodes} episodes) of {runner.last_checkpoint}",
+            flush=True,
+        )
         metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(start.device), cfg, run_dir)
         metrics.update(evaluation_record(cfg, runner.last_checkpoint, overrides, cfg.eval.get("suite")))
         print(
@@ -473,9 +539,26 @@ def app_argv(argv: list[str]) -> list[str]:
     under torchrun only rank 0 gets a Hydra run directory."""
     try:
         argv = size_override_argv(argv)
-    except ValueError as e:
+        argv = resume_run_dir_argv(argv)
+    except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"Error: {e}") from None
     return worker_hydra_overrides(argv)
+
+
+def resume_run_dir_argv(argv: list[str]) -> list[str]:
+    """A single-run ``resume=<run or checkpoint>``: Hydra's directory is the run's own, and its copy of
+    this launch's config goes to ``.hydra/resume_<time>/`` there (the first launch's ``.hydra/`` stays).
+    Without this a resume would leave a stray ``outputs/<name>/<time>/`` behind. A checkpoint that
+    does not exist fails here, before Hydra makes any directory."""
+    resume = override_value(argv, "resume")
+    multirun = any(a in ("-m", "--multirun") for a in argv[1:])
+    if not resume or resume in ("null", "None") or multirun or int(os.environ.get("RANK", "0")) != 0:
+        return argv
+    if override_value(argv, "hydra.run.dir") is not None:
+        return argv  # the user chose Hydra's directory
+    run_dir = resolve_checkpoint(resume).resolve().parent
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
+    return add_overrides(argv, [f"hydra.run.dir='{run_dir}'", f"hydra.output_subdir=.hydra/resume_{stamp}"])
 
 
 def cli() -> None:

@@ -156,6 +156,39 @@ def test_ctrl_c_stops_both_ranks_with_rank0_checkpoint(tmp_path):
     assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_0.pt", f"model_{it}.pt"]
 
 
+def rank_pid(torchrun_pid: int, rank: int) -> int:
+    """The pid of the worker process with ``RANK=<rank>`` started by this torchrun."""
+    kids = subprocess.run(["pgrep", "-P", str(torchrun_pid)], capture_output=True, text=True).stdout.split()
+    for pid in kids:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"RANK={rank}".encode() in environ:
+            return int(pid)
+    raise AssertionError(f"no rank {rank} among torchrun's children {kids}")
+
+
+@pytest.mark.e2e
+def test_a_dead_peer_rank_leaves_rank0s_last_finished_iteration_saved(tmp_path):
+    """kill -9 of rank 1 after iteration index 3 is printed, with ppo.save_interval=50: rank 0's next
+    collective fails, it saves its last finished iteration (kept in memory) and says so; only
+    model_0.pt would exist otherwise."""
+    proc = torchrun(tmp_path, *RUN, "ppo.max_iterations=200", "ppo.save_interval=50", "hydra.run.dir=run")
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[navexp] it     4/200"):
+            os.kill(rank_pid(proc.pid, 1), signal.SIGKILL)
+    proc.wait(timeout=120)
+    out = "".join(lines)
+    saved = [ln for ln in lines if ln.startswith("[navexp] stopped by") and "saved" in ln]
+    assert proc.returncode != 0 and len(saved) == 1, out[-4000:]
+    assert "(did a peer rank die?)" in saved[0]
+    it = int(saved[0].split("model_")[1].split(".pt")[0])
+    assert it >= 3  # index 3 had finished when rank 1 was killed
+    assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_0.pt", f"model_{it}.pt"]
+    ckpt = torch.load(tmp_path / "run" / f"model_{it}.pt", map_location="cpu", weights_only=False)
+    assert ckpt["iter"] == it
+
+
 def test_device_mismatch_fails_before_anything_is_built():
     """WORLD_SIZE > 1: a GPU that is not cuda:<LOCAL_RANK>, or fewer GPUs than ranks, is an error."""
     assert rank_device("cpu", 1, 2, cuda_count=0) == "cpu"

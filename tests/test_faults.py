@@ -310,7 +310,7 @@ def test_std_error_from_rsl_rl_names_iteration_and_last_good_checkpoint(tmp_path
     with pytest.raises(
         NonFiniteLossError,
         match=r"diverged at iteration 1: RuntimeError: normal expects all elements of std >= 0.0; "
-        r"last finite checkpoint: .*model_0.pt",
+        r"last good checkpoint: .*model_0.pt",
     ):
         run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_0.pt"]

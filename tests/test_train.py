@@ -185,7 +185,7 @@ def test_non_finite_loss_stops_with_iteration_and_last_checkpoint(tmp_path, monk
 
     monkeypatch.setattr(PPO, "update", nan_on_second)
     with pytest.raises(
-        NonFiniteLossError, match=r"iteration 1: \{'value': nan\}; last finite checkpoint: .*model_0.pt"
+        NonFiniteLossError, match=r"iteration 1: \{'value': nan\}; last good checkpoint: .*model_0.pt"
     ):
         train(tmp_path, "ppo.max_iterations=3")
 

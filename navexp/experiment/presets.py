@@ -102,6 +102,24 @@ def size_override_argv(argv: list[str], cuda_available: bool | None = None) -> l
     return prog + args
 
 
+def add_overrides(argv: list[str], extra: list[str]) -> list[str]:
+    """``argv`` with ``extra`` overrides placed right after its last override (see above)."""
+    prog, args = argv[:1], list(argv[1:])
+    positions = _override_positions(args)
+    at = positions[-1] + 1 if positions else 0
+    return prog + args[:at] + extra + args[at:]
+
+
+def override_value(argv: list[str], key: str) -> str | None:
+    """The value of ``key=...`` (or ``+key=`` / ``++key=``) among the overrides, unquoted; None if absent."""
+    args = argv[1:]
+    for i in _override_positions(args):
+        k, _, v = args[i].lstrip("+").partition("=")
+        if k == key:
+            return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
+    return None
+
+
 def preset_values(size: str) -> dict[str, Any]:
     """The keys a preset sets, as ``{"env.num_envs": 256, ...}`` (``size`` itself left out)."""
     node = OmegaConf.to_container(OmegaConf.load(SIZE_DIR / f"{check_size(size)}.yaml"))

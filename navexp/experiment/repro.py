@@ -10,9 +10,12 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+
+from navexp.learn.checkpoint import write_atomic
 
 PACKAGES = (
     "navexp",
@@ -63,17 +66,77 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def write_run_record(run_dir: Path, **fields) -> dict:
-    """Write ``run_info.json``: seed, git revision, versions, device, command line, plus ``fields``."""
+SEGMENT_KEYS = ("started", "argv", "git_revision", "resumed_from", "start_iteration", "changed")
+"""What ``run_info.json`` records per segment (the first launch and each resume)."""
+
+
+def write_run_record(run_dir: Path, started: str | None = None, **fields) -> dict:
+    """Write ``run_info.json``: seed, git revision, versions, device, command line, plus ``fields``.
+
+    A run trained in segments (a launch, then resumes) keeps one record: ``created`` and ``argv`` stay
+    those of the first launch, and ``segments`` lists every launch (``started``, its command line,
+    git revision, the checkpoint it resumed from, its first iteration, and the config keys it changed
+    against that checkpoint). ``started`` identifies this launch's segment (rewritten in place while
+    the launch runs); None: now.
+    """
+    path = run_dir / "run_info.json"
+    try:
+        old = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        old = {}
+    started = started or datetime.now(UTC).isoformat()
+    revision = git_revision(Path(__file__).resolve().parents[1])
+    segment = {"started": started, "argv": sys.argv, "git_revision": revision}
+    segment |= {k: fields[k] for k in SEGMENT_KEYS if k in fields}
+    segments = old.get("segments") or ([_legacy_segment(old)] if old else [])
+    segments = [s for s in segments if s.get("started") != started] + [segment]
+    first = segments[0]
     record = {
-        "created": datetime.now(UTC).isoformat(),
-        "argv": sys.argv,
-        "git_revision": git_revision(Path(__file__).resolve().parents[1]),
+        "created": first["started"],
+        "argv": first["argv"],
+        "git_revision": revision,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cuda_available": torch.cuda.is_available(),
         "packages": package_versions(),
-        **fields,
+        **{k: v for k, v in fields.items() if k not in ("start_iteration", "changed")},
+        "segments": segments,
     }
-    (run_dir / "run_info.json").write_text(json.dumps(record, indent=2, default=str))
+    write_atomic(path, json.dumps(record, indent=2, default=str))
     return record
+
+
+def _legacy_segment(old: dict) -> dict:
+    """The one segment of a record written before segments were recorded."""
+    return {"started": old.get("created")} | {k: old.get(k) for k in ("argv", "git_revision", "resumed_from")}
+
+
+def archive_segment(run_dir: Path) -> Path | None:
+    """Before a resume writes its own: move the previous segment's ``eval.json`` and copy its
+    ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1); return that folder."""
+    path = run_dir / "run_info.json"
+    try:
+        k = len(json.loads(path.read_text()).get("segments") or [None])
+    except (OSError, ValueError):
+        k = 1
+    folder = run_dir / "segments" / str(k)
+    moved = False
+    for name in ("config.yaml", "eval.json"):
+        src = run_dir / name
+        if src.is_file() and not (folder / name).exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / name, src.read_bytes())
+            moved = True
+    (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
+    return folder if moved else None
+
+
+def flat_changes(before: Any, after: Any, prefix: str = "") -> dict[str, list]:
+    """``{"ppo.learning_rate": [old, new], ...}``: the leaves that differ between two nested dicts."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: dict[str, list] = {}
+        for key in sorted(set(before) | set(after), key=str):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            out |= flat_changes(before.get(key), after.get(key), name)
+        return out
+    return {} if before == after else {prefix: [before, after]}

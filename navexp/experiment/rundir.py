@@ -13,6 +13,7 @@ import fcntl
 import functools
 import json
 import os
+import shutil
 import socket
 import warnings
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from navexp.experiment.validation import validate_run_cfg
 from navexp.learn.checkpoint import find_checkpoints
 
 LOCK_NAME = ".navexp.lock"
@@ -153,13 +155,19 @@ def check_fresh_run_dir(run_dir: Path) -> None:
 _claimed: list[RunDirLock] = []
 """Run directories claimed inside the running ``releases_run_dirs`` call."""
 
+_held_by_guard: dict[Path, RunDirLock] = {}
+"""Run directories the Hydra callback claimed before Hydra wrote ``.hydra/`` (the app adopts them)."""
+
 
 def claim_run_dir(run_dir: Path, fresh: bool) -> RunDirLock:
     """Lock ``run_dir`` for this process (and, for a new training, refuse one that holds a run).
 
-    The claim lasts until the enclosing ``@releases_run_dirs`` function returns or raises.
+    A lock the Hydra callback (``RunDirGuard``) already took for this directory is adopted. The claim
+    lasts until the enclosing ``@releases_run_dirs`` function returns or raises.
     """
-    lock = RunDirLock(run_dir).acquire()
+    lock = _held_by_guard.pop(Path(run_dir).resolve(), None)
+    if lock is None:
+        lock = RunDirLock(run_dir).acquire()
     try:
         if fresh:
             check_fresh_run_dir(run_dir)
@@ -185,21 +193,52 @@ def releases_run_dirs(fn):
     return wrapper
 
 
+HYDRA_ONLY = {".hydra", LOCK_NAME}
+"""What a launch that ended before writing anything of its own leaves: Hydra's copy and its log."""
+
+
+def remove_if_unused(run_dir: Path, log_name: str) -> bool:
+    """Remove ``run_dir`` when it holds nothing but Hydra's ``.hydra/`` and an empty ``<log_name>``
+    (a launch refused after Hydra made the directory); return whether it was removed."""
+    if not run_dir.is_dir():
+        return False
+    names = {p.name for p in run_dir.iterdir()}
+    log = run_dir / log_name
+    if not names <= HYDRA_ONLY | {log_name} or (log.is_file() and log.stat().st_size > 0):
+        return False
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return True
+
+
 class RunDirGuard(Callback):
-    """Hydra callback: refuse a single run whose directory is owned or holds a run, before Hydra writes
-    its ``.hydra/`` copy there (the app's own check comes after that copy)."""
+    """Hydra callback: a single run is checked and its directory claimed before Hydra writes its
+    ``.hydra/`` copy there. A bad config or a directory that is owned or holds a run stops the launch
+    with nothing written; the claim is held until the app adopts it, so a second launch into the same
+    directory is refused before it can replace the first one's ``.hydra/``. A launch that fails before
+    writing anything of its own leaves no directory behind."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Check ``hydra.run.dir`` for a new training (a resume trains in its checkpoint's directory)."""
-        if config.get("resume"):
-            return
+        """Validate the run config and claim ``hydra.run.dir`` (a resume's is its run's directory)."""
         run_dir = Path(str(config.hydra.run.dir))
         try:
+            validate_run_cfg(config)
             lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
             try:
-                check_fresh_run_dir(run_dir)
-            finally:
+                if not config.get("resume"):
+                    check_fresh_run_dir(run_dir)
+            except BaseException:
                 lock.release()
-        except (RunDirBusyError, FileExistsError) as e:
+                raise
+        except (RunDirBusyError, FileExistsError, ValueError, TypeError) as e:
             # Hydra turns a callback's Exception into a warning and runs on; SystemExit stops it.
             raise SystemExit(f"Error: {e}") from None
+        _held_by_guard[run_dir.resolve()] = lock
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Release a claim the app did not adopt; remove a directory the launch left unused."""
+        run_dir = Path(str(config.hydra.run.dir))
+        lock = _held_by_guard.pop(run_dir.resolve(), None)
+        if lock is not None:
+            lock.release()
+        if not config.get("resume"):
+            remove_if_unused(run_dir, f"{config.hydra.job.name}.log")

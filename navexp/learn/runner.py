@@ -1,11 +1,13 @@
 """rsl_rl's OnPolicyRunner with what a long run needs: atomic checkpoints that carry the observation
-layout, a guard against non-finite losses, a one-line progress report, and resume that continues the
-iteration count. PPO, the models and the logging stack stay rsl_rl's own.
+layout, a guard against non-finite losses and policies, the last good iteration kept in memory (saved
+when training stops early), a one-line progress report, and resume that continues the iteration
+count. PPO, the models and the logging stack stay rsl_rl's own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 import io
 import math
@@ -23,7 +25,8 @@ from navexp.task.episode_stats import DeviceRing
 
 
 class NonFiniteLossError(FloatingPointError):
-    """PPO produced a NaN/inf loss; training stops before a bad checkpoint is written."""
+    """PPO produced a NaN/inf loss or a policy with NaN/inf actions, or the env flagged NaN/inf data;
+    training stops before a bad checkpoint is written, naming the last good one."""
 
 
 class NavRunner(OnPolicyRunner):
@@ -44,6 +47,11 @@ class NavRunner(OnPolicyRunner):
         ranks under torchrun, so every rank sees the same value); may raise to stop."""
         self.recent_success = float("nan")
         """The rolling success rate after the last iteration (averaged over ranks)."""
+        self.resumed_learning_rate: float | None = None
+        """The learning rate a resumed checkpoint's optimizer held (None: not resumed)."""
+        self._good: tuple[int, dict] | None = None
+        """(iteration, a copy of ``alg.save()``) after the last finished iteration whose update was
+        finite and whose policy gave finite actions on the probe batch: what an early stop saves."""
         # rsl_rl records the git state of its own install by default; record this project's instead.
         self.logger.git_status_repos = [str(Path(__file__).resolve().parents[1])]
         self._guard_update()
@@ -95,11 +103,46 @@ class NavRunner(OnPolicyRunner):
         self.last_checkpoint = path
         self.logger.save_model(path, self.current_learning_iteration)
 
+    def _may_write(self) -> bool:
+        """Only rank 0 writes checkpoints (and any process outside torchrun)."""
+        return not self.is_distributed or self.gpu_global_rank == 0
+
+    def save_last_good(self) -> str | None:
+        """Write the last good finished iteration (kept in memory) as ``model_<it>.pt`` unless it is
+        already the last checkpoint; return its path (the last checkpoint when no iteration finished
+        here, None when there is none)."""
+        if self._good is None or not self._may_write():
+            return self.last_checkpoint
+        it, state = self._good
+        path = os.path.join(str(self.logger.log_dir), f"model_{it}.pt")
+        if path != self.last_checkpoint:
+            save_atomic({**state, "iter": it, "infos": self.infos}, path)
+            self.last_checkpoint = path
+        return path
+
+    def _keep_good(self, it: int) -> None:
+        """After iteration ``it`` finished (update checked): remember its state for an early stop."""
+        saved = self.alg.save()
+        self._good = (it, copy.deepcopy(saved))
+
+    def _last_good_text(self) -> str:
+        path = self.save_last_good()
+        if path is None:
+            return "last good checkpoint: none (no iteration finished with a finite policy)"
+        return f"last good checkpoint: {path}"
+
     def load_for_resume(self, ckpt: dict) -> None:
         """Restore weights, normalizers, optimizer, adaptive learning rate; go on after its iteration."""
         self.alg.load(ckpt, None, strict=True)
         self.current_learning_iteration = int(ckpt["iter"]) + 1
         self.last_checkpoint = ckpt.get("_path")
+        self.resumed_learning_rate = float(self.alg.learning_rate)
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Use ``lr`` from now on (a resume whose command line changed ``ppo.learning_rate``)."""
+        self.alg.learning_rate = lr
+        for group in self.alg.optimizer.param_groups:
+            group["lr"] = lr
 
     # -- guards and reporting ---------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
@@ -107,13 +150,19 @@ class NavRunner(OnPolicyRunner):
         distribution) stops like a non-finite loss: with the iteration and the last good checkpoint."""
         try:
             super().learn(num_learning_iterations, init_at_random_ep_len)
+        except NonFiniteLossError:
+            raise
+        except FloatingPointError as e:  # the env's NaN/inf flags (actions, state, observations, rewards)
+            raise NonFiniteLossError(
+                f"training stopped at iteration {self._current_iteration()}: {str(e).splitlines()[0][:600]}; "
+                f"{self._last_good_text()}"
+            ) from e
         except (RuntimeError, ValueError) as e:
             if not is_divergence(e):
                 raise
             raise NonFiniteLossError(
                 f"training diverged at iteration {self._current_iteration()}: {type(e).__name__}: "
-                f"{str(e).splitlines()[0][:300]}; last finite checkpoint: "
-                f"{self.last_checkpoint or 'none written yet'}"
+                f"{str(e).splitlines()[0][:300]}; {self._last_good_text()}"
             ) from e
 
     def _current_iteration(self) -> int:
@@ -132,12 +181,31 @@ class NavRunner(OnPolicyRunner):
             if bad or not params_ok:
                 raise NonFiniteLossError(
                     f"non-finite PPO loss at iteration {self._current_iteration()}: "
-                    f"{bad or 'actor parameters'}; "
-                    f"last finite checkpoint: {self.last_checkpoint or 'none written yet'}"
+                    f"{bad or 'actor parameters'}; {self._last_good_text()}"
+                )
+            probed = self._probe_actions()
+            if probed:
+                raise NonFiniteLossError(
+                    f"the PPO update of iteration {self._current_iteration()} left a policy whose actions "
+                    f"are NaN/inf on {probed} of the {self.env.num_envs} worlds' current observations "
+                    f"(learning rate {self.alg.learning_rate:g}); {self._last_good_text()}"
                 )
             return losses
 
         self.alg.update = guarded_update
+
+    def _probe_actions(self) -> int:
+        """How many worlds' current observations the updated policy maps to a NaN/inf action (its
+        deterministic output; a recurrent policy's hidden state is put back); 0: the policy is good."""
+        actor = getattr(self.alg, "_raw_actor", self.alg.actor)
+        hidden = actor.get_hidden_state() if actor.is_recurrent else None  # rollout mode rebinds it
+        try:
+            with torch.inference_mode():
+                actions = actor(self.env.get_observations().to(self.device))
+        finally:
+            if actor.is_recurrent:
+                actor.reset(hidden_state=hidden)
+        return int((~torch.isfinite(actions)).flatten(1).any(dim=1).sum())
 
     def _process_env_step(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
         """rsl_rl's per-step episode bookkeeping, without waiting for the device (navexp configures
@@ -171,6 +239,7 @@ class NavRunner(OnPolicyRunner):
             with contextlib.redirect_stdout(io.StringIO()):
                 log(**kwargs)
             self._last_logged_it = kwargs["it"]
+            self._keep_good(kwargs["it"])  # its update passed the guards: what an early stop saves
             self._progress(**kwargs)
             for fn in self.iteration_callbacks:
                 fn(kwargs["it"], self.recent_success)

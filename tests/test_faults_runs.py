@@ -1,0 +1,236 @@
+"""Faults and data loss of a run's life (issue 22): divergence keeps the last good iteration, a run
+directory is claimed before Hydra writes into it, a refused launch or a resume leaves no stray
+directory, a resume applies what it changes and keeps every earlier segment's records, and a stop in
+the final evaluation says what survived. Under torchrun, rank 0 saves when a peer rank dies
+(tests/test_distributed.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import NO_MEDIA, TINY
+from omegaconf import OmegaConf
+
+from navexp import compose_config
+from navexp.learn.runner import NonFiniteLossError
+from navexp.train import run
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = [*TINY, *NO_MEDIA, "eval.enabled=false", "size=none"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ckpt_names(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in run_dir.glob("model_*.pt"))
+
+
+def app(cwd: Path, *overrides: str, **kw) -> subprocess.Popen:
+    """``python -m navexp.train <overrides>`` in ``cwd`` (stdout and stderr together)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "navexp.train", *overrides],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
+
+
+# -- divergence: the last good iteration, never a checkpoint of a broken policy ---------------------
+def test_an_update_that_breaks_the_policy_stops_before_any_checkpoint(tmp_path):
+    """ppo.learning_rate=1e30 (fixed, one epoch, one mini-batch): the first update leaves finite
+    weights of about 1e30 whose actions are inf. Stopped at iteration 0 naming the probe, and no
+    model_0.pt holding that policy is written."""
+    overrides = [
+        *RUN,
+        "ppo.learning_rate=1e30",
+        "ppo.schedule=fixed",
+        "ppo.num_learning_epochs=1",
+        "ppo.num_mini_batches=1",
+    ]
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"the PPO update of iteration 0 left a policy whose actions are NaN/inf on 4 of the 4 "
+        r"worlds' current observations \(learning rate 1e\+30\); last good checkpoint: none",
+    ):
+        run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
+    assert ckpt_names(tmp_path / "run") == []
+
+
+def test_a_later_divergence_saves_the_last_good_iteration_from_memory(tmp_path, monkeypatch):
+    """save_interval=100: only model_0.pt is on disk when the update of iteration 2 scales the actor's
+    weights by 1e30. The stop writes model_1.pt (iteration 1, kept in memory) and names it; its
+    policy gives finite actions."""
+    from rsl_rl.algorithms import PPO
+
+    update, calls = PPO.update, {"n": 0}
+
+    def blow_up_third(self):
+        losses = update(self)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            with torch.no_grad():
+                for p in self.actor.parameters():
+                    p.mul_(1e30)
+        return losses
+
+    monkeypatch.setattr(PPO, "update", blow_up_third)
+    overrides = [*RUN, "ppo.max_iterations=5", "ppo.save_interval=100"]
+    run_dir = tmp_path / "run"
+    with pytest.raises(NonFiniteLossError, match=r"iteration 2 .*last good checkpoint: .*model_1\.pt"):
+        run(compose_config(overrides), run_dir, overrides, quiet=True)
+    assert ckpt_names(run_dir) == ["model_0.pt", "model_1.pt"]
+    ckpt = torch.load(run_dir / "model_1.pt", map_location="cpu", weights_only=False)
+    assert ckpt["iter"] == 1
+    assert all(torch.isfinite(v).all() and v.abs().max() < 1e6 for v in ckpt["actor_state_dict"].values())
+    assert ckpt["infos"]["obs_layout"]  # a full checkpoint: resume and evaluate can read it
+
+
+# -- the run directory: claimed before Hydra writes, nothing left by a refused launch ---------------
+def hydra_cfg(run_dir: Path, *overrides: str):
+    """The app's config with the ``hydra`` keys the run-directory callback reads."""
+    cfg = compose_config([*RUN, *overrides])
+    OmegaConf.set_struct(cfg, False)
+    return OmegaConf.merge(cfg, {"hydra": {"run": {"dir": str(run_dir)}, "job": {"name": "train"}}})
+
+
+def test_the_guard_holds_its_claim_until_the_launch_ends(tmp_path):
+    """The Hydra callback claims hydra.run.dir before Hydra writes .hydra/ and keeps it: a second launch
+    into the same directory is refused at its own start, naming the owner. When the first launch ends
+    without writing anything of its own, no directory is left."""
+    from navexp.experiment.rundir import RunDirGuard
+
+    run_dir = tmp_path / "run"
+    first = RunDirGuard()
+    first.on_run_start(hydra_cfg(run_dir))
+    assert sorted(p.name for p in run_dir.iterdir()) == [".navexp.lock"]
+    with pytest.raises(SystemExit, match=rf"in use by another training \(pid {os.getpid()} on host"):
+        RunDirGuard().on_run_start(hydra_cfg(run_dir, "seed=2"))
+    first.on_run_end(hydra_cfg(run_dir))
+    assert not run_dir.exists()
+
+
+def test_the_guard_refuses_a_bad_config_before_any_directory(tmp_path):
+    """ppo.max_iterations=0: refused by the callback naming the key, before the run dir exists."""
+    from navexp.experiment.rundir import RunDirGuard
+
+    with pytest.raises(SystemExit, match=r"ppo.max_iterations=0 is invalid; allowed: an integer >= 1"):
+        RunDirGuard().on_run_start(hydra_cfg(tmp_path / "run", "ppo.max_iterations=0"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.e2e
+def test_a_second_launch_on_one_run_dir_never_touches_the_first_ones_files(tmp_path):
+    """Two `python -m navexp.train hydra.run.dir=run` launches, the second (seed=2) while the first
+    (seed=1) trains: the second is refused naming the owner, and the first's .hydra/ still records
+    seed=1, byte for byte."""
+    first = app(tmp_path, *RUN, "seed=1", "ppo.max_iterations=400", "hydra.run.dir=run")
+    try:
+        for line in first.stdout:
+            if line.startswith("[navexp] it"):
+                break
+        hydra_files = {p.name: sha(p) for p in (tmp_path / "run" / ".hydra").iterdir()}
+        second = app(tmp_path, *RUN, "seed=2", "hydra.run.dir=run")
+        out, _ = second.communicate(timeout=300)
+        assert second.returncode != 0 and f"in use by another training (pid {first.pid}" in out, out[-2000:]
+        assert {p.name: sha(p) for p in (tmp_path / "run" / ".hydra").iterdir()} == hydra_files
+        assert "seed=1" in (tmp_path / "run" / ".hydra" / "overrides.yaml").read_text()
+    finally:
+        first.kill()
+        first.wait()
+
+
+@pytest.mark.e2e
+def test_refused_launches_and_resumes_leave_no_stray_run_dir(tmp_path):
+    """A launch with a bad value and one with a missing checkpoint create no outputs/ folder; a resume
+    trains in its run's directory, puts Hydra's copy of its config under .hydra/resume_<time>/, keeps
+    the first launch's .hydra/ and creates no outputs/ folder either."""
+    for bad, message in [
+        ("ppo.max_iterations=0", "ppo.max_iterations=0 is invalid; allowed: an integer >= 1"),
+        ("resume=nowhere/model_3.pt", "checkpoint: nowhere/model_3.pt does not exist"),
+    ]:
+        out, _ = app(tmp_path, *RUN, bad).communicate(timeout=300)
+        assert message in out, out[-2000:]
+        assert not (tmp_path / "outputs").exists()
+    proc = app(tmp_path, *RUN, "hydra.run.dir=run")
+    assert proc.wait(timeout=300) == 0, proc.stdout.read()[-2000:]
+    first_hydra = {p.name: sha(p) for p in (tmp_path / "run" / ".hydra").iterdir() if p.is_file()}
+    proc = app(tmp_path, *RUN, "resume=run", "ppo.max_iterations=3")
+    assert proc.wait(timeout=300) == 0, proc.stdout.read()[-2000:]
+    assert not (tmp_path / "outputs").exists()
+    hydra_dir = tmp_path / "run" / ".hydra"
+    assert {p.name: sha(p) for p in hydra_dir.iterdir() if p.is_file()} == first_hydra
+    (resume_copy,) = hydra_dir.glob("resume_*")
+    assert "ppo.max_iterations=3" in (resume_copy / "overrides.yaml").read_text()
+    assert ckpt_names(tmp_path / "run") == ["model_0.pt", "model_1.pt", "model_2.pt"]
+
+
+# -- a resume applies what it changes and keeps every earlier segment's records ---------------------
+def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_records(tmp_path):
+    """Train 2 iterations (adaptive rate from 3e-4, with a 4-episode evaluation), then resume with
+    ppo.learning_rate=0.0123 ppo.schedule=fixed for one more: the optimizer trains at 0.0123 (the
+    checkpoint's adapted rate is replaced, said on stdout), config.yaml says 0.0123 / fixed,
+    run_info.json keeps the first launch's created/argv and lists both segments with the changed
+    keys, and the first segment's config.yaml and eval.json are kept under segments/1/ unchanged."""
+    run_dir = tmp_path / "run"
+    first = [*TINY, *NO_MEDIA, "eval.num_episodes=4", "size=none"]
+    run(compose_config(first), run_dir, first, quiet=True)
+    info0 = json.loads((run_dir / "run_info.json").read_text())
+    config0, eval0 = sha(run_dir / "config.yaml"), sha(run_dir / "eval.json")
+
+    second = [*first, "ppo.learning_rate=0.0123", "ppo.schedule=fixed", "ppo.max_iterations=3"]
+    second += [f"resume={run_dir}"]
+    run(compose_config(second), run_dir, second, quiet=True)
+
+    ckpt = torch.load(run_dir / "model_2.pt", map_location="cpu", weights_only=False)
+    assert [g["lr"] for g in ckpt["optimizer_state_dict"]["param_groups"]] == [0.0123]
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert cfg["ppo"]["learning_rate"] == 0.0123 and cfg["ppo"]["schedule"] == "fixed"
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert info["created"] == info0["created"] and info["argv"] == info0["argv"]
+    assert [s["start_iteration"] for s in info["segments"]] == [0, 2]
+    assert info["segments"][0]["started"] == info0["created"]
+    changed = info["segments"][1]["changed"]
+    assert changed["ppo.learning_rate"] == [0.0003, 0.0123]
+    assert changed["ppo.schedule"] == ["adaptive", "fixed"]
+    assert changed["ppo.max_iterations"] == [2, 3]
+    assert info["segments"][1]["resumed_from"] == str(run_dir / "model_1.pt")
+    assert sha(run_dir / "segments" / "1" / "config.yaml") == config0
+    assert sha(run_dir / "segments" / "1" / "eval.json") == eval0
+    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"].endswith("model_2.pt")
+
+
+# -- a stop during the final evaluation ----------------------------------------------------------
+@pytest.mark.e2e
+def test_sigterm_during_the_final_evaluation_says_what_survived(tmp_path):
+    """SIGTERM once the final evaluation has started: a message naming the saved checkpoint and how to
+    evaluate it; no eval.json; the final checkpoint is there."""
+    proc = app(tmp_path, *TINY, *NO_MEDIA, "eval.num_episodes=100000", "size=none", "hydra.run.dir=run")
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("[navexp] final evaluation"):
+            proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    out = "".join(lines)
+    run_dir = tmp_path / "run"
+    assert proc.returncode != 0
+    assert (
+        f"[navexp] interrupted during the final evaluation: training finished and is saved in "
+        f"{run_dir / 'model_1.pt'}; eval.json was not written" in out
+    ), out[-2000:]
+    assert ckpt_names(run_dir) == ["model_0.pt", "model_1.pt"] and not (run_dir / "eval.json").exists()
