@@ -1,10 +1,13 @@
-"""Compare runs across seeds: ``python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|.md]``.
+"""Compare runs across seeds: ``python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|.md]
+[eval=GLOB]``.
 
 Finds the runs under the given folders (a sweep dir, a multirun dir, ``outputs/``), groups the
 finished ones by their overrides other than ``seed`` (or by the config keys ``by=``) and prints per
 group ``n_runs``, the success rate's mean, 95 % interval and IQM, and the other evaluation metrics;
 runs without eval.json are listed as unfinished. ``out=`` writes the table (CSV, or Markdown for
 ``.md``) and beside it ``<stem>_success.png`` and ``<stem>_profile.png`` (``navexp.analysis.compare``).
+``eval=`` reads another evaluation file of each run than its final ``eval.json``: a glob in the run
+directory, e.g. ``eval='eval_*suite-ood*.json'`` for ``navexp.evaluate checkpoint=<run> suite=ood``.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from pathlib import Path
 from navexp.analysis.compare import Comparison, compare, markdown, plot, write_table
 from navexp.experiment.cli import HELP_FLAGS, help_text, run_tool
 
-OPTIONS = {"by": None, "out": None}
-USAGE = "python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|FILE.md]"
+OPTIONS = {"by": None, "out": None, "eval": None}
+USAGE = "python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|FILE.md] [eval=GLOB]"
 
 
 def main(argv: list[str] | None = None) -> Comparison:
@@ -31,19 +34,20 @@ def main(argv: list[str] | None = None) -> Comparison:
         if sep and key in OPTIONS and value:
             opts[key] = value
         elif sep:
-            raise ValueError(f"unknown option {arg!r}; options: by=, out=; usage: {USAGE}")
+            raise ValueError(f"unknown option {arg!r}; options: by=, out=, eval=; usage: {USAGE}")
         else:
             dirs.append(arg)
     if not dirs:
         raise ValueError(f"give at least one directory of runs; usage: {USAGE}")
     by = [k for k in opts.get("by", "").split(",") if k] or None
-    result = compare(dirs, by)
+    evaluation = opts.get("eval", "eval.json")
+    result = compare(dirs, by, evaluation)
     if result.rows:
         print(markdown(result.rows))
     else:
-        print("no finished runs (none has eval.json)")
+        print(f"no finished runs (none has {evaluation})")
     for path in result.unfinished:
-        print(f"unfinished (no eval.json): {path}")
+        print(f"unfinished (no {evaluation}): {path}")
     if "out" in opts and result.rows:
         out = write_table(result.rows, Path(opts["out"]))
         files = plot(result, out.with_suffix(""))

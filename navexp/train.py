@@ -354,12 +354,18 @@ def _learn(cfg: DictConfig, runner: NavRunner, start: Start, ctx: DistContext) -
     stop = distributed.StopRequest(ctx)  # under torchrun: all ranks stop together after an iteration
     if ctx.enabled:
         runner.iteration_callbacks.append(stop.check)
+    if cfg.ppo.get("max_minutes") is not None:
+        runner.iteration_callbacks.append(distributed.TimeBudget(cfg.ppo.max_minutes, ctx))
     old = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         with stop if ctx.enabled else contextlib.nullcontext():
             if remaining > 0:
                 random_len = bool(cfg.ppo.init_at_random_ep_len) and start.ckpt is None
                 runner.learn(remaining, init_at_random_ep_len=random_len)
+    except distributed.TimeBudgetReached as e:
+        if ctx.is_main:
+            path = runner.save_last_good()
+            print(f"[navexp] {e}: saved {path}", flush=True)
     except KeyboardInterrupt:
         if ctx.is_main:
             _save_on_stop(runner, start, "interrupted")

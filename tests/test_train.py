@@ -251,3 +251,18 @@ def test_wilson_interval_hand_computed():
 
     lo, hi = wilson_interval(8, 10)
     assert abs(lo - 0.4902) < 1e-4 and abs(hi - 0.9433) < 1e-4
+
+
+def test_a_time_budget_stops_after_the_iteration_that_reaches_it_then_evaluates(tmp_path):
+    """ppo.max_minutes=1e-6 with ppo.max_iterations=50 and save_interval=100: the budget is spent by
+    the end of iteration 0, so training stops there, model_0.pt holds iteration 0, and the final
+    evaluation still runs (eval.json over its 6 episodes)."""
+    _, run_dir = train(tmp_path, "ppo.max_iterations=50", "ppo.save_interval=100", "ppo.max_minutes=1e-6")
+    assert sorted(p.name for p in run_dir.glob("model_*.pt")) == ["model_0.pt"]
+    assert torch.load(run_dir / "model_0.pt", map_location="cpu", weights_only=False)["iter"] == 0
+    assert json.loads((run_dir / "eval.json").read_text())["num_episodes"] == 6
+
+
+def test_a_time_budget_of_zero_is_refused_naming_the_key(tmp_path):
+    with pytest.raises(ValueError, match=r"ppo.max_minutes=0.0 is invalid; allowed: minutes > 0, or null"):
+        train(tmp_path, "ppo.max_minutes=0")

@@ -66,8 +66,10 @@ class Group:
     runs: list[Run] = field(default_factory=list)
 
 
-def find_runs(dirs: list[str | Path]) -> list[Run]:
-    """Every run directory (holding config.yaml) under ``dirs``, in path order."""
+def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run]:
+    """Every run directory (holding config.yaml) under ``dirs``, in path order, with the metrics of
+    its ``evaluation`` file: ``eval.json`` (the final evaluation), or a glob in the run directory such as
+    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (the newest match by name)."""
     runs = []
     for d in dirs:
         root = Path(d)
@@ -78,8 +80,8 @@ def find_runs(dirs: list[str | Path]) -> list[Run]:
         )
         for cfg_path in configs:
             run_dir = cfg_path.parent
-            ev = run_dir / "eval.json"
-            metrics = json.loads(ev.read_text()) if ev.is_file() else None
+            matches = sorted(p for p in run_dir.glob(evaluation) if p.is_file())
+            metrics = json.loads(matches[-1].read_text()) if matches else None
             runs.append(Run(run_dir, _overrides(run_dir), OmegaConf.load(cfg_path), metrics))
     return runs
 
@@ -176,9 +178,10 @@ class Comparison:
     """Run directories without eval.json (listed, never silently dropped)."""
 
 
-def compare(dirs: list[str | Path], by: list[str] | None = None) -> Comparison:
-    """Group and aggregate the finished runs under ``dirs``; list the unfinished ones."""
-    runs = find_runs(dirs)
+def compare(dirs: list[str | Path], by: list[str] | None = None, evaluation: str = "eval.json") -> Comparison:
+    """Group and aggregate the finished runs under ``dirs`` (those with an ``evaluation`` file, see
+    ``find_runs``); list the unfinished ones."""
+    runs = find_runs(dirs, evaluation)
     if not runs:
         raise FileNotFoundError(f"no run directories (with config.yaml) under {[str(d) for d in dirs]}")
     finished = [r for r in runs if r.metrics is not None]

@@ -71,6 +71,9 @@ class PpoCfg:
 
     num_steps_per_env: int = 32
     max_iterations: int = 300
+    max_minutes: float | None = None
+    """A wall-clock budget for this launch's training (minutes): it stops after the iteration that
+    reaches it, saves that iteration and evaluates as at ``max_iterations``. None: no budget."""
     save_interval: int = 50
     learning_rate: float = 3.0e-4
     num_learning_epochs: int = 5

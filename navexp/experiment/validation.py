@@ -30,6 +30,8 @@ def validate_run_cfg(cfg: Any) -> None:
     for key in ("max_iterations", "num_steps_per_env", "num_learning_epochs", "save_interval"):
         value = ppo[key]
         _check_ppo(value >= 1, key, value, "an integer >= 1")
+    budget = ppo.get("max_minutes")
+    _check_ppo(budget is None or budget > 0, "max_minutes", budget, "minutes > 0, or null (no budget)")
     batch = int(cfg.env.num_envs) * int(ppo.num_steps_per_env)
     _check_ppo(
         1 <= ppo.num_mini_batches <= batch,

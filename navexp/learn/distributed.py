@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -224,6 +225,28 @@ class StopRequest:
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if int(flag.item()):
             raise KeyboardInterrupt(f"stop requested (signal on some rank) after iteration {it}")
+
+
+class TimeBudgetReached(Exception):
+    """``ppo.max_minutes`` of training have passed: stop after this iteration and evaluate."""
+
+
+class TimeBudget:
+    """An iteration callback: raise TimeBudgetReached on every rank once ``minutes`` have passed since
+    it was made (rank 0's clock decides under torchrun, so all ranks stop after the same iteration)."""
+
+    def __init__(self, minutes: float, ctx: DistContext) -> None:
+        self.minutes, self.ctx = float(minutes), ctx
+        self.start = time.monotonic()
+
+    def __call__(self, it: int, _success: float = float("nan")) -> None:
+        over = time.monotonic() - self.start >= 60.0 * self.minutes
+        if self.ctx.enabled:
+            flag = torch.tensor([int(over)], device=self.ctx.device)
+            dist.broadcast(flag, src=0)
+            over = bool(flag.item())
+        if over:
+            raise TimeBudgetReached(f"ppo.max_minutes={self.minutes:g} reached after iteration {it}")
 
 
 def worker_hydra_overrides(argv: list[str]) -> list[str]:

@@ -139,6 +139,7 @@ def _validate_maps(cfg: Any) -> None:
     _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
     _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
     _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
+    _check_range("maps.wall_thickness_scale", maps.wall_thickness_scale, 1e-3)
     spec = MapSpec.from_env_cfg(cfg)
     for family in REGISTRY.values():
         if family.cfg is not None:

@@ -80,8 +80,13 @@ class MapsBaseCfg:
     """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
     most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
     wall_half_thickness_m: float = 0.1
-    gap_m: list[float] = field(default_factory=lambda: [0.9, 1.4])
-    """[min, max] width of a door (corridor, staggered); must exceed the robot diameter."""
+    """Half thickness of the structured families' walls, scaled per layout by ``wall_thickness_scale``."""
+    wall_thickness_scale: list[float] = field(default_factory=lambda: [0.5, 2.0])
+    """[min, max] factor on ``wall_half_thickness_m`` drawn per layout (corridor, staggered, cul_de_sac):
+    walls 0.1-0.4 m thick by default, from partitions to load-bearing walls."""
+    gap_m: list[float] = field(default_factory=lambda: [0.7, 1.4])
+    """[min, max] width of a door (corridor, staggered); must exceed the robot diameter (0.4 m): 0.7 m
+    is 1.75 diameters, a narrow interior door."""
 
 
 _SCHEMA: list[type] = []

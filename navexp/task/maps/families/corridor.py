@@ -10,7 +10,7 @@ import torch
 from navexp.sim.layout import Layout
 from navexp.task.checks import check_range
 from navexp.task.maps.families.base import MapSpec, register_family
-from navexp.task.maps.families.geometry import cross_walls, mirror, rect, set_walls, sides
+from navexp.task.maps.families.geometry import cross_walls, half_thickness, mirror, rect, set_walls, sides
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
 
 
@@ -29,7 +29,8 @@ def corridor(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torc
     """Cross walls over the full room width, each with one door of width ``gap_m`` at a random place;
     start before the first wall, goal after the last (2 wall slots per wall: below and above the door)."""
     lay = Layout.empty(k, spec.cylinder_slots, spec.box_slots, src.device, spec.wall_slots)
-    w_max, t, hy = maps.cfg.corridor.walls[1], maps.cfg.wall_half_thickness_m, spec.half_y
+    w_max, hy = maps.cfg.corridor.walls[1], spec.half_y
+    t = half_thickness(maps, k, src).view(-1, 1)
     n = src.integers(*maps.cfg.corridor.walls, (k, 1))
     x, exists = cross_walls(spec, n, w_max)
     gap = src.uniform((k, w_max), *maps.cfg.gap_m)
@@ -38,7 +39,7 @@ def corridor(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torc
     for i in range(w_max):
         edge = torch.full_like(gap_lo[:, i], hy)
         for y0, y1 in ((-edge, gap_lo[:, i]), (gap_lo[:, i] + gap[:, i], edge)):  # below, above the door
-            c, h, a = rect(x[:, i] - t, x[:, i] + t, y0, y1)
+            c, h, a = rect(x[:, i] - t[:, 0], x[:, i] + t[:, 0], y0, y1)
             for p, v in zip(parts, (c, h, a & exists[:, i]), strict=True):
                 p.append(v)
     set_walls(lay, *parts)

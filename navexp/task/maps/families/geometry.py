@@ -31,6 +31,16 @@ def set_walls(lay: Layout, centres: list, halves: list, actives: list) -> None:
     lay.wall_active[:, :n] = torch.stack(actives, 1)
 
 
+def half_thickness(maps, k: int, src) -> torch.Tensor:
+    """Each layout's wall half thickness [K]: ``wall_half_thickness_m`` x a factor drawn in
+    ``wall_thickness_scale`` (no draw when the range is a single value, so the stream is unchanged)."""
+    lo, hi = maps.cfg.wall_thickness_scale
+    t = maps.cfg.wall_half_thickness_m
+    if lo == hi:
+        return torch.full((k,), t * lo, device=src.device)
+    return t * src.uniform((k,), lo, hi)
+
+
 def clearance(spec: LayoutSpec) -> float:
     return spec.robot_radius_m + spec.spawn_clearance_m
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Learning figures over seeds, reproducible: train every recipe with every seed, evaluate each run on
+# its final suite (eval.suite, default families) and on the held-out geometry suite (suite=ood), then
+# aggregate per recipe with navexp.compare (mean, 95 % bootstrap interval over seeds, IQM).
+#
+#   bash scripts/learning_seeds.sh OUT_DIR [training overrides for every run ...]
+#
+# Environment: SEEDS (default "1 2 3"); RECIPES, one recipe per word, each a comma-separated list of
+# overrides (default "ppo.model=mlp ppo.model=rnn": the MLP against the GRU); PARALLEL, trainings at
+# once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
+# several fit). Example (BENCHMARKS.md, "Policies that escape traps"):
+#   SEEDS="1 2 3" bash scripts/learning_seeds.sh outputs/traps env=traps size=cpu ppo.max_iterations=700
+# Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
+# OUT_DIR/families.md and OUT_DIR/ood.md (with their plots).
+set -uo pipefail
+out=${1:?usage: learning_seeds.sh OUT_DIR [training overrides ...]}; shift
+seeds=${SEEDS:-1 2 3}
+recipes=${RECIPES:-ppo.model=mlp ppo.model=rnn}
+parallel=${PARALLEL:-1}
+py=${PYTHON:-python}
+mkdir -p "$out"
+
+one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood
+  local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_}
+  local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log"
+  mkdir -p "$out/$name"
+  # shellcheck disable=SC2086
+  $py -m navexp.train eval.suite=families "${extra[@]}" ${recipe//,/ } seed="$seed" hydra.run.dir="$dir" \
+    >"$log" 2>&1 &&
+    $py -m navexp.evaluate checkpoint="$dir" suite=ood >>"$log" 2>&1
+  echo "[learning_seeds] $recipe seed $seed: exit $? ($(grep -c '^\[navexp\] it ' "$log") iterations logged)"
+}
+
+extra=("$@")
+running=0
+for recipe in $recipes; do
+  for seed in $seeds; do
+    one "$recipe" "$seed" &
+    running=$((running + 1))
+    if [ "$running" -ge "$parallel" ]; then wait -n; running=$((running - 1)); fi
+  done
+done
+wait
+$py -m navexp.compare "$out" out="$out/families.md"
+$py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md"
