@@ -148,9 +148,11 @@ def episode_cases(env: NavEnv) -> dict[str, np.ndarray]:
         ]
     )
     scenario = np.full(env.num_envs, -1, dtype=np.int64)
-    if env.scenarios is not None:  # world w's k-th episode (episode_count k + 1) plays (w + k N) mod len
+    if env.scenarios is not None:  # world w's k-th episode (episode_count k + 1) plays row (w + k N) mod
+        # rows, and row j plays entry j mod entries (a jittered entry's cases are rows of the one entry)
         k = env.episode_count.cpu().numpy() - 1
-        scenario = (np.arange(env.num_envs) + k * env.num_envs) % env.scenarios.num_worlds
+        row = (np.arange(env.num_envs) + k * env.num_envs) % env.scenarios.num_worlds
+        scenario = row % env.scenario_entries
     return {
         "family": lay.family.cpu().numpy(),
         "shortest_m": lay.shortest_path_m.double().cpu().numpy(),

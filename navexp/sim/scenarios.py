@@ -11,7 +11,8 @@ Format (metres, degrees)::
           - {kind: cylinder, x: 1.0, y: -1.0, radius: 0.3}
           - {kind: wall, x: 0.0, y: -2.0, half_x: 2.0, half_y: 0.1}   # a box in the wall slots
 
-World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios).
+World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios). An entry's ``jitter`` key
+is read by the task, which expands it into many start/goal cases (navexp.task.maps.scenario_jitter).
 """
 
 from __future__ import annotations

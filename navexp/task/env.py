@@ -25,7 +25,7 @@ from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
 from navexp.task.maps import MapSpec
 from navexp.task.maps.pool import LayoutPool
 from navexp.task.maps.random_family import LayoutSpec
-from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path
+from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path, scenario_entry_names
 from navexp.task.obs.manager import ObservationManager
 from navexp.task.rewards.manager import RewardManager
 from navexp.task.rewards.terminations import compute_terminations
@@ -82,11 +82,13 @@ class NavEnv(VecEnv):
         self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
         self.map_spec = MapSpec.from_env_cfg(env_cfg)
         self.scenarios: Layout | None = None
+        self.scenario_entries = 0
+        """Entries of the scenario file: row j of ``scenarios`` plays entry j mod this (a jittered entry's
+        cases fill several rows; navexp.task.maps.scenario_jitter)."""
         if env_cfg.scenarios:
-            fixed = load_scenario_file(
-                resolve_scenario_path(str(env_cfg.scenarios)), self.layout_spec, self.map_spec
-            )
-            self.scenarios = fixed.to(dev)
+            file = resolve_scenario_path(str(env_cfg.scenarios))
+            self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec).to(dev)
+            self.scenario_entries = len(scenario_entry_names(file))
         every = env_cfg.check_every
         if every is None:
             every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
@@ -298,8 +300,8 @@ class NavEnv(VecEnv):
     def _reset_where(self, mask: torch.Tensor) -> None:
         """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
         if self.scenarios is not None:
-            entry = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
-            layout = self.scenarios.index(entry)
+            row = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
+            layout = self.scenarios.index(row)
         else:
             layout = self.layout_pool.take(mask)
         self.layout.assign_where(mask, layout)

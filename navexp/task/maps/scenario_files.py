@@ -13,7 +13,8 @@ frame::
 
 or, with ``num_pairs: N`` (and optionally ``pairs_seed``), N pairs are sampled in free space with a
 free path between them. Each pair is one entry (world w at its k-th episode plays pair
-(w + k * num_envs) mod N); every entry records its shortest path.
+(w + k * num_envs) mod N); every entry records its shortest path. A scenario entry or a listed pair
+may add ``jitter`` to be played as many cases (navexp.task.maps.scenario_jitter).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
 from navexp.task.maps.random_source import StreamSource
 from navexp.task.maps.rectangles import merge_rectangles
+from navexp.task.maps.scenario_jitter import expand_jittered
 
 SCENARIO_DIR = CONFIG_DIR / "scenarios"
 """Shipped scenario files, selected by name: ``env.scenarios=corridor``."""
@@ -65,7 +67,7 @@ MAP_ALLOWED = {
     "negate": "0 | 1",
     "num_pairs": "an integer >= 1 (start/goal pairs sampled in free space)",
     "pairs_seed": "an integer",
-    "starts_goals": "a list of {robot: {x, y, yaw_deg}, goal: {x, y}}",
+    "starts_goals": "a list of {robot: {x, y, yaw_deg}, goal: {x, y}} (each optionally with jitter)",
 }
 """What each map YAML key allows, as the errors state it."""
 
@@ -101,7 +103,9 @@ def is_ros_map(data: object) -> bool:
 
 def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
     """The layouts of a scenario YAML or a ROS map YAML (any of ``ROS_MAP_KEYS``), on the CPU,
-    each with its shortest path (inf when the goal cannot be reached)."""
+    each with its shortest path (inf when the goal cannot be reached): one row per entry, or, when an
+    entry has ``jitter``, E entries x C cases rows in play order (row j plays entry j mod E;
+    navexp.task.maps.scenario_jitter.expand_jittered)."""
     file = Path(file)
     data = yaml.safe_load(file.read_text())
     if is_ros_map(data):
@@ -120,6 +124,9 @@ def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
         lay.shortest_path_m = shortest_paths(
             lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
+        entries = data["scenarios"]
+        wheres = [f"{file} scenario {i} ({e.get('name', 'unnamed')})" for i, e in enumerate(entries)]
+        lay = expand_jittered(entries, wheres, lay, spec, maps.cfg.path_cell_m)
     return lay
 
 
@@ -270,6 +277,8 @@ def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Lay
         lay.shortest_path_m = shortest_paths(
             lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
+        wheres = [f"{file} starts_goals[{i}]" for i in range(k)]
+        lay = expand_jittered(pairs, wheres, lay, spec, maps.cfg.path_cell_m)
     else:
         _sample_pairs(file, lay, spec, maps, seed)
     return lay
