@@ -9,12 +9,14 @@ from pathlib import Path
 
 import optuna
 import pytest
-import wandb_records as wr
-from conftest import NO_MEDIA, TINY
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from navexp import compose_config
-from navexp.train import run
+pytest.importorskip("wandb", reason="wandb is a dependency; this install lacks it (e.g. a packed GPU host)")
+import wandb_records as wr  # noqa: E402
+from conftest import NO_MEDIA, TINY
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+from navexp import compose_config  # noqa: E402
+from navexp.train import run  # noqa: E402
 
 RUN = [*TINY, "ppo.save_interval=1", *NO_MEDIA, "size=none", "logger=wandb", "eval.num_episodes=2"]
 
