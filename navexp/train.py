@@ -114,9 +114,8 @@ def run(
     ctx = distributed.setup(str(cfg.env.device))  # checks the device before anything is allocated
     try:
         with HostShare() as host:  # trainings on one host share its cores (navexp/learn/cores.py)
+            host.cap = ctx.threads  # a torchrun rank never takes more than its rank share
             threads = min(host.apply(quiet=True), ctx.threads or usable_cores())
-            torch.set_num_threads(threads)
-            host.threads = threads
             ctx = replace(ctx, threads=threads)
             return _run(cfg, run_dir, list(overrides or []), quiet or not ctx.is_main, ctx, host)
     finally:
@@ -181,8 +180,8 @@ def _run(
             print(
                 f"[navexp] interrupted during the final evaluation: training finished and is saved in "
                 f"{training.runner.last_checkpoint}; eval.json was not written. Evaluate it with "
-                f"`python -m navexp.evaluate checkpoint={start.run_dir}`, or resume={start.run_dir} "
-                f"re-runs the final evaluation",
+                f"`python -m navexp.evaluate checkpoint={start.run_dir}` (resume={start.run_dir} trains "
+                f"on to ppo.max_iterations if not reached, then runs the final evaluation)",
                 flush=True,
             )
             raise
@@ -300,7 +299,7 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
             runner.set_learning_rate(float(new_lr))
             if ctx.is_main:
                 print(
-                    f"[navexp] resume: ppo.learning_rate={new_lr} from this command line replaces the "
+                    f"[navexp] resume: ppo.learning_rate={new_lr} from this launch's config replaces the "
                     f"checkpoint's (configured {old_lr}; its optimizer held {runner.resumed_learning_rate:g})"
                 )
     if ctx.enabled:

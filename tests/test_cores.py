@@ -82,3 +82,24 @@ def test_a_training_beside_another_takes_half_the_cores(tmp_path, monkeypatch):
     run(compose_config(overrides), tmp_path / "alone", overrides, quiet=True)
     assert seen == [2, 2]
     torch.set_num_threads(before)
+
+
+def test_sharing_off_keeps_the_start_threads_and_a_cap_is_kept(tmp_path, monkeypatch):
+    """NAVEXP_SHARE_CORES=0: the per-iteration check changes nothing (a torchrun rank keeps its rank
+    share); with sharing on, a cap of 1 (a rank's share) wins over a share of 4."""
+    monkeypatch.setattr(cores, "usable_cores", lambda: 4)
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("NAVEXP_SHARE_CORES", "0")
+        with HostShare(tmp_path / "off") as host:
+            torch.set_num_threads(1)  # as a torchrun rank sets its share
+            host.on_iteration(0, 0.0)
+            assert torch.get_num_threads() == 1 and not (tmp_path / "off").exists()
+        monkeypatch.setenv("NAVEXP_SHARE_CORES", "1")
+        with HostShare(tmp_path / "on") as host:
+            host.cap = 1
+            assert host.apply(quiet=True) == 1 and torch.get_num_threads() == 1
+            host.cap = None
+            assert host.apply(quiet=True) == 4
+    finally:
+        torch.set_num_threads(before)

@@ -234,3 +234,36 @@ def test_sigterm_during_the_final_evaluation_says_what_survived(tmp_path):
         f"{run_dir / 'model_1.pt'}; eval.json was not written" in out
     ), out[-2000:]
     assert ckpt_names(run_dir) == ["model_0.pt", "model_1.pt"] and not (run_dir / "eval.json").exists()
+
+
+def test_the_guard_leaves_other_torchrun_ranks_alone(tmp_path, monkeypatch):
+    """Under torchrun only rank 0 owns the run directory: on RANK=1 the callback neither validates,
+    locks nor removes anything (its hydra.run.dir is '.', which may hold anything)."""
+    from navexp.experiment.rundir import LOCK_NAME, RunDirGuard
+
+    (tmp_path / "config.yaml").write_text("a run's file\n")
+    monkeypatch.setenv("RANK", "1")
+    guard = RunDirGuard()
+    cfg = hydra_cfg(tmp_path, "ppo.max_iterations=0")  # invalid, and a directory holding a run
+    guard.on_run_start(cfg)
+    assert not (tmp_path / LOCK_NAME).exists()
+    guard.on_run_end(cfg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+
+
+def test_write_atomic_leaves_no_temporary_file_when_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C during the fsync of a write: the KeyboardInterrupt goes on, the previous file is
+    unchanged and no hidden temporary file is left in the directory."""
+    from navexp.learn import checkpoint
+
+    target = tmp_path / "eval.json"
+    target.write_text('{"old": 1}')
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.write_atomic(target, '{"new": 2}')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]
+    assert target.read_text() == '{"old": 1}'

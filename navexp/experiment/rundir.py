@@ -129,7 +129,7 @@ class RunDirLock:
         finally:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
-        if self._created and not any(self.run_dir.iterdir()):
+        if self._created and self.run_dir.is_dir() and not any(self.run_dir.iterdir()):
             self.run_dir.rmdir()  # a run that failed before writing leaves no empty directory behind
 
     def __enter__(self) -> RunDirLock:
@@ -217,8 +217,15 @@ class RunDirGuard(Callback):
     directory is refused before it can replace the first one's ``.hydra/``. A launch that fails before
     writing anything of its own leaves no directory behind."""
 
+    def __init__(self) -> None:
+        self._created: dict[Path, bool] = {}
+        """Run directories this launch's claim created (only those may be removed at its end)."""
+
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Validate the run config and claim ``hydra.run.dir`` (a resume's is its run's directory)."""
+        """Validate the run config and claim ``hydra.run.dir`` (a resume's is its run's directory).
+        Under torchrun only rank 0 owns the run directory; the other ranks' Hydra runs are not checked."""
+        if _rank() != 0:
+            return
         run_dir = Path(str(config.hydra.run.dir))
         try:
             validate_run_cfg(config)
@@ -233,12 +240,33 @@ class RunDirGuard(Callback):
             # Hydra turns a callback's Exception into a warning and runs on; SystemExit stops it.
             raise SystemExit(f"Error: {e}") from None
         _held_by_guard[run_dir.resolve()] = lock
+        self._created[run_dir.resolve()] = lock._created
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Release a claim the app did not adopt; remove a directory the launch left unused."""
-        run_dir = Path(str(config.hydra.run.dir))
-        lock = _held_by_guard.pop(run_dir.resolve(), None)
-        if lock is not None:
+        """Release a claim the app did not adopt; remove a directory this launch made and left unused
+        (only while holding its lock, so a launch that claimed it meanwhile keeps it)."""
+        if _rank() != 0:
+            return
+        key = Path(str(config.hydra.run.dir)).resolve()
+        lock = _held_by_guard.pop(key, None)
+        if config.get("resume") or not self._created.pop(key, False):
+            if lock is not None:
+                lock.release()
+            return
+        if lock is None:  # the app adopted and released it: take it again, unless another launch has
+            try:
+                lock = RunDirLock(key).acquire()
+            except RunDirBusyError:
+                return
+        try:
+            remove_if_unused(key, f"{config.hydra.job.name}.log")
+        finally:
             lock.release()
-        if not config.get("resume"):
-            remove_if_unused(run_dir, f"{config.hydra.job.name}.log")
+
+
+def _rank() -> int:
+    """This process's torchrun rank (0 outside torchrun)."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0

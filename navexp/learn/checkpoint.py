@@ -80,6 +80,11 @@ def write_atomic(path: str | Path, data: bytes | memoryview | str) -> None:
             f"could not write {path} ({code}: {name}); the temporary file was removed and "
             f"any previous {path.name} is unchanged",
         ) from e
+    except BaseException:  # Ctrl-C, SIGTERM mid-write: no temporary file left behind either
+        if created:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
 
 

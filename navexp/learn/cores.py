@@ -52,6 +52,8 @@ class HostShare:
         self.enabled = sharing()
         self._file = None
         self.threads: int | None = None
+        self.cap: int | None = None
+        """At most this many threads (a torchrun rank's share of its machine); None: no cap."""
 
     def __enter__(self) -> HostShare:
         if not self.enabled:
@@ -92,8 +94,8 @@ class HostShare:
         return max(1, usable_cores() // self.trainings())
 
     def apply(self, quiet: bool = False) -> int:
-        """Set torch's threads to the current share; say so when it changed."""
-        threads = self.share()
+        """Set torch's threads to the current share (at most ``cap``); say so when it changed."""
+        threads = self.share() if self.cap is None else min(self.share(), self.cap)
         if threads != self.threads:
             torch.set_num_threads(threads)
             if not quiet and self.threads is not None:
@@ -105,5 +107,7 @@ class HostShare:
         return threads
 
     def on_iteration(self, it: int, success: float) -> None:
-        """A NavRunner iteration callback: re-check the share after each iteration."""
-        self.apply()
+        """A NavRunner iteration callback: re-check the share after each iteration (nothing to do with
+        sharing off: the threads stay as set at the start)."""
+        if self.enabled:
+            self.apply()

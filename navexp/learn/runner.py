@@ -178,16 +178,27 @@ class NavRunner(OnPolicyRunner):
             losses = update()
             bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
             params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
-            if bad or not params_ok:
+            probed = self._probe_actions() if not bad and params_ok else 0
+            # Under torchrun every rank decides alike (a rank that moved on would save a policy
+            # another rank rejected): the flags are summed over the ranks.
+            flags = [float(bool(bad)), float(not params_ok), float(probed)]
+            if self.is_distributed:
+                t = torch.tensor(flags, device=self.device, dtype=torch.float64)
+                torch.distributed.all_reduce(t)
+                flags = t.tolist()
+            where = "" if not self.is_distributed else " (on some rank)"
+            if flags[0] or flags[1]:
                 raise NonFiniteLossError(
-                    f"non-finite PPO loss at iteration {self._current_iteration()}: "
-                    f"{bad or 'actor parameters'}; {self._last_good_text()}"
+                    f"non-finite PPO loss at iteration {self._current_iteration()}{where}: "
+                    f"{bad or ('actor parameters' if not params_ok else 'another rank')}; "
+                    f"{self._last_good_text()}"
                 )
-            probed = self._probe_actions()
-            if probed:
+            if flags[2]:
+                n = int(flags[2])
+                worlds = self.env.num_envs * (self.gpu_world_size if self.is_distributed else 1)
                 raise NonFiniteLossError(
                     f"the PPO update of iteration {self._current_iteration()} left a policy whose actions "
-                    f"are NaN/inf on {probed} of the {self.env.num_envs} worlds' current observations "
+                    f"are NaN/inf on {n} of the {worlds} worlds' current observations "
                     f"(learning rate {self.alg.learning_rate:g}); {self._last_good_text()}"
                 )
             return losses
