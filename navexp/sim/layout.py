@@ -55,6 +55,10 @@ class Layout:
     """[K] shortest collision-free path from start to goal for the robot radius, measured on the
     occupancy grid (navexp.task.maps.grid_path); -1 where it was not computed (no path check), inf where
     none exists."""
+    goal_field: torch.Tensor | None = None
+    """[K, NY, NX] float16 distance (m) along the shortest free path from every cell centre of the
+    occupancy grid to the goal (navexp.task.maps.grid_path.paths_and_fields); [K, 0, 0] where it is not
+    kept (only a term that reads the path distance needs it)."""
 
     def __post_init__(self) -> None:
         # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
@@ -70,6 +74,8 @@ class Layout:
             self.seed = torch.full((k,), -1, dtype=torch.long, device=dev)
         if self.shortest_path_m is None:
             self.shortest_path_m = torch.full((k,), -1.0, device=dev)
+        if self.goal_field is None:
+            self.goal_field = torch.zeros(k, 0, 0, dtype=torch.float16, device=dev)
 
     @property
     def num_worlds(self) -> int:
@@ -99,9 +105,15 @@ class Layout:
 
     @staticmethod
     def empty(
-        k: int, cylinder_slots: int, box_slots: int, device: torch.device | str, wall_slots: int = 0
+        k: int,
+        cylinder_slots: int,
+        box_slots: int,
+        device: torch.device | str,
+        wall_slots: int = 0,
+        field_shape: tuple[int, int] = (0, 0),
     ) -> Layout:
-        """K layouts with every slot inactive and robot and goal at the origin."""
+        """K layouts with every slot inactive and robot and goal at the origin; ``field_shape`` (NY, NX)
+        of the goal distance field where it is kept (inf: no path yet)."""
         z = dict(device=device)
         return Layout(
             cyl_xy=torch.zeros(k, cylinder_slots, 2, **z),
@@ -118,6 +130,7 @@ class Layout:
             wall_half=torch.full((k, wall_slots, 2), 0.1, **z),
             wall_yaw=torch.zeros(k, wall_slots, **z),
             wall_active=torch.zeros(k, wall_slots, dtype=torch.bool, **z),
+            goal_field=torch.full((k, *field_shape), float("inf"), dtype=torch.float16, **z),
         )
 
     @property

@@ -10,6 +10,7 @@ writes, and faults are device flags raised every ``check_every`` steps (``check_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -23,6 +24,7 @@ from navexp.sim.scene import SceneSpec
 from navexp.task.episode_stats import EpisodeStats
 from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
 from navexp.task.maps import MapSpec
+from navexp.task.maps.grid_path import grid_shape, path_distance, paths_and_fields
 from navexp.task.maps.pool import LayoutPool
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path, scenario_entry_names
@@ -77,10 +79,13 @@ class NavEnv(VecEnv):
         # Terms are resolved before the simulator: a config error costs no kernel compile.
         self.obs_manager = ObservationManager(cfg.obs, self.dims, n, dev)
         self.reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, dev)
-        # The analytic nearest-surface query runs only while an active term reads its result.
-        self.needs_clearance = bool(self.obs_manager.reads | self.reward_manager.reads)
+        # The analytic nearest-surface query and the path distance run only while an active term
+        # reads their result; the path distance needs every layout's goal distance field.
+        reads = self.obs_manager.reads | self.reward_manager.reads
+        self.needs_clearance = bool(reads & {"clearance", "nearest_dir_body"})
+        self.needs_path = "path_dist" in reads
         self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
-        self.map_spec = MapSpec.from_env_cfg(env_cfg)
+        self.map_spec = dataclasses.replace(MapSpec.from_env_cfg(env_cfg), keep_fields=self.needs_path)
         self.scenarios: Layout | None = None
         self.scenario_entries = 0
         """Entries of the scenario file: row j of ``scenarios`` plays entry j mod this (a jittered entry's
@@ -88,6 +93,11 @@ class NavEnv(VecEnv):
         if env_cfg.scenarios:
             file = resolve_scenario_path(str(env_cfg.scenarios))
             self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec).to(dev)
+            if self.needs_path:
+                spec, cell = self.layout_spec, self._path_cell_m
+                self.scenarios.goal_field = paths_and_fields(
+                    self.scenarios, spec.half_x, spec.half_y, spec.robot_radius_m, cell, fields=True
+                )[1]
             self.scenario_entries = len(scenario_entry_names(file))
         every = env_cfg.check_every
         if every is None:
@@ -130,8 +140,16 @@ class NavEnv(VecEnv):
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
             self.state.nearest_dir_body.fill_(float("nan"))
+        if not self.needs_path:
+            self.state.path_dist.fill_(float("nan"))
+            self.state.prev_path_dist.fill_(float("nan"))
         obst = env_cfg.obstacles
-        self.layout = Layout.empty(n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots)
+        field_shape = (0, 0)
+        if self.needs_path:
+            field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
+        self.layout = Layout.empty(
+            n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots, field_shape
+        )
         """[N] the layout each world plays (its map family, seed and shortest path included)."""
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
@@ -191,7 +209,7 @@ class NavEnv(VecEnv):
         self._write_ctrl(s.action)
         self.sim.step()
         self.faults.flag_overflow(self.sim.overflow)
-        s.prev_goal_dist = s.goal_dist
+        s.prev_goal_dist, s.prev_path_dist = s.goal_dist, s.path_dist
         self._read_pose()
         s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
         self.episode_length_buf += active
@@ -258,12 +276,18 @@ class NavEnv(VecEnv):
         ours = (self.layout_spec.cylinder_slots, self.layout_spec.box_slots, self.layout_spec.wall_slots)
         theirs = (layout_spec.cylinder_slots, layout_spec.box_slots, layout_spec.wall_slots)
         assert theirs == ours, f"slots (cylinders, boxes, walls) {theirs} differ from the model's {ours}"
+        map_spec = dataclasses.replace(map_spec, keep_fields=self.needs_path)
         self.layout_spec, self.map_spec = layout_spec, map_spec
         self.layout_pool.spec, self.layout_pool.maps = layout_spec, map_spec
         if self.scenarios is None:
             self.layout_pool.refill()
 
     # -- internals --------------------------------------------------------------------------
+    @property
+    def _path_cell_m(self) -> float:
+        """Cell of the occupancy grid the path check and the goal distance fields use."""
+        return float(self.map_spec.cfg.path_cell_m)
+
     def _sim_spec(self, env_cfg) -> SimSpec:
         """The simulator's build values, taken out of the env config once."""
         sim, lidar = env_cfg.sim, env_cfg.lidar
@@ -335,6 +359,9 @@ class NavEnv(VecEnv):
             direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
             s.clearance = dist.squeeze(1)
             s.nearest_dir_body = rotate_xy(direction, -s.yaw)
+        if self.needs_path:
+            d = path_distance(self.layout.goal_field, s.pos_xy, self.half_x, self.half_y)
+            s.path_dist = torch.where(torch.isfinite(d), d, s.path_dist)
 
     def _restart_history(self, mask: torch.Tensor) -> None:
         """A new episode in the worlds ``mask`` has no past: its window holds the start position, no
@@ -342,6 +369,7 @@ class NavEnv(VecEnv):
         s = self.state
         s.pos_window = torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window)
         s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
+        s.prev_path_dist = torch.where(mask, s.path_dist, s.prev_path_dist)
         s.contact = s.contact & ~mask
 
     def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:

@@ -10,7 +10,7 @@ REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
 """Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
 SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
 
-ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body")
+ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist")
 """NavState fields computed only while an active term declares it reads them (``reads=`` when the
 term is registered); otherwise they hold NaN, so an undeclared read fails the env's finite check."""
 
@@ -78,6 +78,14 @@ class NavState:
     (``ON_DEMAND_FIELDS``)."""
     nearest_dir_body: torch.Tensor
     """[N, 2] unit vector to that nearest surface point (body frame); on demand."""
+    path_dist: torch.Tensor
+    """[N] distance robot centre -> goal along the shortest path free for the robot's radius (m), read
+    from the layout's goal distance field (``Layout.goal_field``, exact to about a cell); on demand.
+    Where the field gives no value (the robot pressed into an obstacle's inflated border) it keeps
+    its last value."""
+    prev_path_dist: torch.Tensor
+    """[N] ``path_dist`` one control step earlier (the start's on an episode's first step); on demand
+    with it."""
     pos_window: torch.Tensor
     """[N, W+1, 2] positions of the last W control steps and now (index -1 is now)."""
     action: torch.Tensor
@@ -121,6 +129,8 @@ class NavState:
             contact=f.clone(),
             clearance=torch.full((n,), dims.max_range_m, **z),
             nearest_dir_body=torch.zeros(n, 2, **z),
+            path_dist=torch.zeros(n, **z),
+            prev_path_dist=torch.zeros(n, **z),
             pos_window=torch.zeros(n, w + 1, 2, **z),
             action=torch.zeros(n, dims.num_actions, **z),
             prev_action=torch.zeros(n, dims.num_actions, **z),

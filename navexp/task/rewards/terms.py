@@ -36,6 +36,15 @@ def progress(s: NavState, gamma: float = 1.0) -> torch.Tensor:
     return s.prev_goal_dist - s.goal_dist + (1.0 - gamma) * s.goal_dist
 
 
+@reward_term("path_progress", reads=("path_dist",))
+def path_progress(s: NavState, clip_m: float = 0.5) -> torch.Tensor:
+    """Potential-based progress along the shortest free path, p_{t-1} - p_t (m), clipped to
+    [-clip_m, clip_m]: unlike ``progress`` (straight-line distance) it pays for the detour out of a dead
+    end or through a slalom's doors and charges for driving into a dead end. The path distance comes
+    from the map's occupancy grid (sim-only; the policy does not observe it)."""
+    return (s.prev_path_dist - s.path_dist).clamp(-clip_m, clip_m)
+
+
 @reward_term("face_goal")
 def face_goal(s: NavState, motion_weighted: bool = True) -> torch.Tensor:
     """cos(goal bearing), times |v_forward| / v_max when motion_weighted (zero when standing still)."""

@@ -16,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from navexp.sim.layout import Layout
-from navexp.task.maps.grid_path import shortest_paths
+from navexp.task.maps.grid_path import paths_and_fields
 from navexp.task.maps.random_family import LayoutSpec
 
 Generator = Callable[["MapSpec", LayoutSpec, int, Any], "tuple[Layout, torch.Tensor]"]
@@ -114,6 +114,9 @@ class MapSpec:
     cfg: Any = None
     """A ``MapsCfg`` (default: the schema's defaults, i.e. random layouts only)."""
     check_path: bool = False
+    keep_fields: bool = False
+    """Keep each layout's goal distance field (``Layout.goal_field``; implies the path check): set by
+    the env while a term reads the path distance, not a config key."""
 
     def __post_init__(self) -> None:
         if self.cfg is None:
@@ -142,7 +145,7 @@ class MapSpec:
         corridor={"walls": [1, 1]})``."""
         cfg = OmegaConf.structured(self.cfg)
         merged = OmegaConf.to_object(OmegaConf.merge(cfg, changes))
-        return MapSpec(merged, self.check_path)
+        return MapSpec(merged, self.check_path, self.keep_fields)
 
 
 def family_index(name: str) -> int:
@@ -161,10 +164,12 @@ def generate(maps: MapSpec, spec: LayoutSpec, family: str, k: int, src) -> tuple
     device only in the path check."""
     lay, ok = REGISTRY[family].generate(maps, spec, k, src)
     lay.family = torch.full((k,), family_index(family), dtype=torch.long, device=src.device)
-    if maps.check_path:
+    if maps.check_path or maps.keep_fields:
         chunk = 8192 if lay.robot_xy.device.type == "cuda" else 256
-        lay.shortest_path_m = shortest_paths(
-            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m, chunk
+        lay.shortest_path_m, goal_field = paths_and_fields(
+            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m, chunk, maps.keep_fields
         )
+        if goal_field is not None:
+            lay.goal_field = goal_field
         ok = ok & torch.isfinite(lay.shortest_path_m)
     return lay, ok

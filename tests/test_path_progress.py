@@ -1,0 +1,96 @@
+"""Progress along the shortest free path (reward term ``path_progress``, ``reward=path``): the goal
+distance field of a layout read at the robot's position matches the hand-computed way round a wall,
+and driving away from the goal towards the way round pays, where straight-line progress charges."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from navexp.sim.layout import Layout
+from navexp.task.maps.grid_path import path_distance, paths_and_fields
+from tests.conftest import build_env
+
+R = 0.2
+"""The robot's radius (robot=holonomic)."""
+
+
+def around_wall(x: float, y: float) -> float:
+    """Shortest way for a disc of radius R from (x, y), left of the wall x in [-0.1, 0.1], y in [-4, 2],
+    to the goal (3, 0): tangent to the circle of radius R round the top corner (-0.1, 2), the arc, 0.2 m
+    across the top, and the mirror image of the first part from the goal (tests/test_maps.py derives
+    it: 7.498 m from (-3, 0))."""
+
+    def half(px: float, py: float) -> float:
+        d = math.hypot(-0.1 - px, 2.0 - py)
+        return math.sqrt(d * d - R * R) + R * (math.atan2(2.0 - py, -0.1 - px) + math.asin(R / d))
+
+    return half(x, y) + 0.2 + half(-3.0, 0.0)
+
+
+def wall_room() -> Layout:
+    lay = Layout.empty(1, 0, 0, "cpu", wall_slots=1)
+    lay.robot_xy[0], lay.goal_xy[0] = torch.tensor([-3.0, 0.0]), torch.tensor([3.0, 0.0])
+    lay.wall_xy[0, 0], lay.wall_half[0, 0] = torch.tensor([0.0, -1.0]), torch.tensor([0.1, 3.0])
+    lay.wall_active[0, 0] = True
+    return lay
+
+
+def test_the_field_reads_the_way_round_a_wall_anywhere_in_the_room():
+    """From the start 7.50 m (straight line 6.00); from (-3, 1.5) the hand-computed 6.83 m; from
+    (0, 3), above the wall, the straight 4.24 m to the goal; 1.00 m from (3, 1). Each at most 2.7 % (the
+    grid's stencil) plus 1.5 diagonals of a 0.2 m cell (0.43 m) above, never below by more than 1 cm.
+    Points 1 cm apart read at most about 1 cm apart (no steps at cell borders)."""
+    shortest, field = paths_and_fields(wall_room(), 4.0, 4.0, R, 0.2, fields=True)
+    assert field.shape == (1, 40, 40) and shortest.item() == pytest.approx(7.498, abs=0.2)
+    points = torch.tensor([[-3.0, 0.0], [-3.0, 1.5], [0.0, 3.0], [3.0, 1.0]])
+    got = path_distance(field.expand(4, -1, -1), points, 4.0, 4.0)
+    want = [around_wall(-3.0, 0.0), around_wall(-3.0, 1.5), math.hypot(3.0, 3.0), 1.0]
+    assert want[0] == pytest.approx(7.498, abs=1e-3) and want[1] == pytest.approx(6.833, abs=1e-3)
+    for g, w in zip(got.tolist(), want, strict=True):
+        assert w - 0.01 <= g <= 1.027 * w + 0.43, (g, w)
+    line = torch.stack((torch.full((201,), -3.0), torch.linspace(-1.0, 1.0, 201)), dim=1)
+    steps = path_distance(field.expand(201, -1, -1), line, 4.0, 4.0).diff().abs()
+    assert float(steps.max()) < 0.02
+
+
+def test_path_progress_pays_for_the_detour_that_straight_progress_charges(scenario_file):
+    """The robot starts at (-3, 0) facing +y (away from the wall's gap at y > 2) with the goal at
+    (3, 0) behind the wall. Driving forward 10 steps: the straight-line distance grows, the path
+    distance shrinks by the hand-computed amount (within the grid's accuracy), and the reward's
+    path_progress sum is the weight (2.0) times that shrinkage."""
+    path = scenario_file(
+        """
+        scenarios:
+          - name: wall
+            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
+            goal: {x: 3.0, y: 0.0}
+            obstacles:
+              - {kind: box, x: 0.0, y: -1.0, half_x: 0.1, half_y: 3.0, yaw_deg: 0.0}
+        """
+    )
+    env = build_env("reward=path", f"env.scenarios={path}", "env.num_envs=1", "env.sim.backend=mujoco")
+    s = env.state
+    start_path, start_goal = s.path_dist.item(), s.goal_dist.item()
+    assert around_wall(-3.0, 0.0) - 0.01 <= start_path <= 1.027 * around_wall(-3.0, 0.0) + 0.43
+    assert start_goal == pytest.approx(6.0)
+    for _ in range(10):
+        env.step(torch.tensor([[1.0, 0.0, 0.0]]))
+    x, y = s.pos_xy[0].tolist()
+    assert y > 0.8 and abs(x + 3.0) < 0.05
+    assert s.goal_dist.item() > start_goal + 0.05  # straight-line progress is negative
+    assert around_wall(x, y) - 0.01 <= s.path_dist.item() <= 1.027 * around_wall(x, y) + 0.43
+    gained = start_path - s.path_dist.item()
+    assert gained > 0.5
+    column = [t.name for t in env.reward_manager.terms].index("path_progress")
+    assert env.reward_manager.episode_sums[0, column].item() == pytest.approx(2.0 * gained, rel=1e-3)
+
+
+def test_without_a_term_that_reads_it_no_field_is_kept():
+    """The default reward (bcppo) reads no path distance: layouts keep no goal field and the state's
+    path distance stays NaN (an undeclared read would fail the env's finite check)."""
+    env = build_env("env.num_envs=2", "env.sim.backend=mujoco")
+    assert env.layout.goal_field.numel() == 0 and not env.map_spec.keep_fields
+    assert torch.isnan(env.state.path_dist).all()
