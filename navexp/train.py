@@ -543,11 +543,50 @@ def app_argv(argv: list[str]) -> list[str]:
     first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
     under torchrun only rank 0 gets a Hydra run directory."""
     try:
+        argv = resume_overrides_argv(argv)  # before size=auto resolves: the run's size is inherited
         argv = size_override_argv(argv)
         argv = resume_run_dir_argv(argv)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"Error: {e}") from None
     return worker_hydra_overrides(argv)
+
+
+def resume_overrides_argv(argv: list[str]) -> list[str]:
+    """A single-run ``resume=<run or checkpoint>`` continues the run it names: the run's latest task
+    overrides (``.hydra/resume_<time>/overrides.yaml``, else ``.hydra/overrides.yaml``) go first, and
+    this command line's overrides follow, so a key given here wins (a group choice such as ``env=room``
+    replaces the group; the run's other keys stay). Without this, ``resume=<run>`` alone trained on
+    the default env and reward and recorded them as changes. A run made without Hydra (the Python API)
+    has no record: its resume composes from this command line alone, and says so."""
+    resume = override_value(argv, "resume")
+    multirun = any(a in ("-m", "--multirun") for a in argv[1:])
+    if not resume or resume in ("null", "None") or multirun:
+        return argv
+    run_dir = resolve_checkpoint(resume).resolve().parent
+    records = sorted((run_dir / ".hydra").glob("resume_*/overrides.yaml")) or [
+        p for p in [run_dir / ".hydra" / "overrides.yaml"] if p.is_file()
+    ]
+    if not records:
+        print(f"[navexp] resume: {run_dir} has no .hydra/overrides.yaml; the config is this command line's")
+        return argv
+    given = {a.lstrip("+").partition("=")[0] for a in argv[1:] if "=" in a and not a.startswith("-")}
+    inherited = [
+        o
+        for o in OmegaConf.load(records[-1])
+        if (key := str(o).lstrip("+~").partition("=")[0]) not in given
+        and key != "resume"
+        and not key.startswith(("hydra.", "hydra/"))
+    ]
+    if inherited:
+        print(
+            f"[navexp] resume: the run's overrides {' '.join(inherited)} (from {records[-1]}; this "
+            f"command line's win)",
+            flush=True,
+        )
+    prog, args = argv[:1], list(argv[1:])
+    positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
+    at = positions[0] if positions else len(args)
+    return prog + args[:at] + [str(o) for o in inherited] + args[at:]
 
 
 def resume_run_dir_argv(argv: list[str]) -> list[str]:

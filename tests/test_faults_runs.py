@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from navexp import compose_config
 from navexp.learn.runner import NonFiniteLossError
-from navexp.train import run
+from navexp.train import resume_overrides_argv, run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [*TINY, *NO_MEDIA, "eval.enabled=false", "size=none"]
@@ -158,7 +158,9 @@ def test_a_second_launch_on_one_run_dir_never_touches_the_first_ones_files(tmp_p
 def test_refused_launches_and_resumes_leave_no_stray_run_dir(tmp_path):
     """A launch with a bad value and one with a missing checkpoint create no outputs/ folder; a resume
     trains in its run's directory, puts Hydra's copy of its config under .hydra/resume_<time>/, keeps
-    the first launch's .hydra/ and creates no outputs/ folder either."""
+    the first launch's .hydra/ and creates no outputs/ folder either. Given only ``resume=run
+    ppo.max_iterations=3``, it continues the run's own config (4 worlds, 1 s episodes, ...): the
+    only change it records is ppo.max_iterations."""
     for bad, message in [
         ("ppo.max_iterations=0", "ppo.max_iterations=0 is invalid; allowed: an integer >= 1"),
         ("resume=nowhere/model_3.pt", "checkpoint: nowhere/model_3.pt does not exist"),
@@ -169,8 +171,12 @@ def test_refused_launches_and_resumes_leave_no_stray_run_dir(tmp_path):
     proc = app(tmp_path, *RUN, "hydra.run.dir=run")
     assert proc.wait(timeout=300) == 0, proc.stdout.read()[-2000:]
     first_hydra = {p.name: sha(p) for p in (tmp_path / "run" / ".hydra").iterdir() if p.is_file()}
-    proc = app(tmp_path, *RUN, "resume=run", "ppo.max_iterations=3")
-    assert proc.wait(timeout=300) == 0, proc.stdout.read()[-2000:]
+    proc = app(tmp_path, "resume=run", "ppo.max_iterations=3")
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out[-2000:]
+    assert "[navexp] resume: the run's overrides env.device=cpu env.num_envs=4" in out, out[-2000:]
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["segments"][1]["changed"] == {"ppo.max_iterations": [2, 3]}
     assert not (tmp_path / "outputs").exists()
     hydra_dir = tmp_path / "run" / ".hydra"
     assert {p.name: sha(p) for p in hydra_dir.iterdir() if p.is_file()} == first_hydra
@@ -267,3 +273,23 @@ def test_write_atomic_leaves_no_temporary_file_when_interrupted(tmp_path, monkey
         checkpoint.write_atomic(target, '{"new": 2}')
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.json"]
     assert target.read_text() == '{"old": 1}'
+
+
+def test_a_resume_repeats_the_runs_latest_overrides_and_the_command_line_wins(tmp_path):
+    """``resume=<run>`` alone used to compose the default env and reward: now the run's latest
+    overrides (a resume segment's record over the first launch's) go first and this command line's
+    follow, a key given here replacing the run's; hydra.* and resume keys are not repeated."""
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000").mkdir(parents=True)
+    (run_dir / "model_3.pt").write_bytes(b"")
+    (run_dir / ".hydra" / "overrides.yaml").write_text("- env=room\n- seed=7\n")
+    latest = ["env=traps", "reward=path", "seed=1", "size=cpu", "ppo.max_iterations=350", "resume=old"]
+    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000" / "overrides.yaml").write_text(
+        yaml.dump(latest)
+    )
+    argv = ["train.py", f"resume={run_dir}", "ppo.max_iterations=700"]
+    got = resume_overrides_argv(argv)
+    assert got == ["train.py", "env=traps", "reward=path", "seed=1", "size=cpu", *argv[1:]]
+    assert compose_config(got[1:-2]).env.episode_length_s == 40.0  # env=traps: 40 s episodes
+    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000" / "overrides.yaml").unlink()
+    assert resume_overrides_argv(argv) == ["train.py", "env=room", "seed=7", *argv[1:]]

@@ -8,10 +8,10 @@ import math
 
 import pytest
 import torch
+from conftest import build_env
 
 from navexp.sim.layout import Layout
 from navexp.task.maps.grid_path import path_distance, paths_and_fields
-from tests.conftest import build_env
 
 R = 0.2
 """The robot's radius (robot=holonomic)."""
