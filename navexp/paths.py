@@ -1,4 +1,5 @@
-"""Where the shipped files live: the Hydra config tree and the named sweep spaces (no imports)."""
+"""Where the shipped files live (the Hydra config tree, the named sweep spaces) and where a run directory
+records its command line (no navexp imports)."""
 
 from pathlib import Path
 
@@ -7,3 +8,15 @@ CONFIG_DIR = ROOT / "configs"
 """The shipped config tree (Hydra's config dir: groups, scenarios, suites)."""
 SWEEPS_DIR = ROOT / "sweeps"
 """Named sweep spaces (``sweep.space=<name>``)."""
+
+
+def overrides_record(run_dir: Path) -> Path | None:
+    """The run's latest record of its task overrides: the newest resume's
+    ``.hydra/resume_<time>/overrides.yaml`` (a resume repeats the run's overrides before its own), else
+    the first launch's ``.hydra/overrides.yaml``; None for a run made without Hydra (the Python API)."""
+    hydra_dir = Path(run_dir) / ".hydra"
+    resumes = sorted(hydra_dir.glob("resume_*/overrides.yaml"))
+    if resumes:
+        return resumes[-1]
+    first = hydra_dir / "overrides.yaml"
+    return first if first.is_file() else None

@@ -49,6 +49,7 @@ from navexp.learn.curriculum_hook import CurriculumHook
 from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_overrides
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.learn.runner import NavRunner
+from navexp.paths import overrides_record
 from navexp.sim import resolve_device
 from navexp.sweep.trial import objective, pruning_callback, record_metrics, trial_record
 from navexp.task.curriculum import SuccessCurriculum, make_curriculum, restore_curriculum
@@ -563,23 +564,21 @@ def resume_overrides_argv(argv: list[str]) -> list[str]:
     if not resume or resume in ("null", "None") or multirun:
         return argv
     run_dir = resolve_checkpoint(resume).resolve().parent
-    records = sorted((run_dir / ".hydra").glob("resume_*/overrides.yaml")) or [
-        p for p in [run_dir / ".hydra" / "overrides.yaml"] if p.is_file()
-    ]
-    if not records:
+    record = overrides_record(run_dir)
+    if record is None:
         print(f"[navexp] resume: {run_dir} has no .hydra/overrides.yaml; the config is this command line's")
         return argv
     given = {a.lstrip("+").partition("=")[0] for a in argv[1:] if "=" in a and not a.startswith("-")}
     inherited = [
         o
-        for o in OmegaConf.load(records[-1])
+        for o in OmegaConf.load(record)
         if (key := str(o).lstrip("+~").partition("=")[0]) not in given
         and key != "resume"
         and not key.startswith(("hydra.", "hydra/"))
     ]
     if inherited:
         print(
-            f"[navexp] resume: the run's overrides {' '.join(inherited)} (from {records[-1]}; this "
+            f"[navexp] resume: the run's overrides {' '.join(inherited)} (from {record}; this "
             f"command line's win)",
             flush=True,
         )

@@ -94,3 +94,30 @@ def test_without_a_term_that_reads_it_no_field_is_kept():
     env = build_env("env.num_envs=2", "env.sim.backend=mujoco")
     assert env.layout.goal_field.numel() == 0 and not env.map_spec.keep_fields
     assert torch.isnan(env.state.path_dist).all()
+
+
+def test_the_critic_can_observe_the_path_distance(scenario_file):
+    """obs=asymmetric with truth_path_dist on: the privileged group's last column is the path distance
+    / 5 m (7.50-7.86 m from the start behind the wall: about 1.5-1.6), while the default reward reads
+    no path distance; the policy group is unchanged (78 wide)."""
+    path = scenario_file(
+        """
+        scenarios:
+          - name: wall
+            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
+            goal: {x: 3.0, y: 0.0}
+            obstacles:
+              - {kind: box, x: 0.0, y: -1.0, half_x: 0.1, half_y: 3.0, yaw_deg: 0.0}
+        """
+    )
+    env = build_env(
+        "obs=asymmetric",
+        "obs.terms.truth_path_dist.enabled=true",
+        f"env.scenarios={path}",
+        "env.num_envs=1",
+        "env.sim.backend=mujoco",
+    )
+    obs = env.get_observations()
+    assert obs["policy"].shape == (1, 78) and obs["privileged"].shape == (1, 77)
+    assert obs["privileged"][0, -1].item() == pytest.approx(env.state.path_dist.item() / 5.0)
+    assert 7.49 / 5.0 <= obs["privileged"][0, -1].item() <= (1.027 * 7.498 + 0.43) / 5.0

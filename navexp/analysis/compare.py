@@ -33,6 +33,8 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from navexp.paths import overrides_record  # noqa: E402
+
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
 """Evaluation metrics averaged per group besides the success rate (eval.json top level)."""
 COLUMNS = (
@@ -76,7 +78,9 @@ def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run
         if not root.exists():
             raise FileNotFoundError(f"{root}: no such directory")
         configs = sorted(
-            p for p in root.rglob("config.yaml") if not {".hydra", "wandb"} & set(p.relative_to(root).parts)
+            p
+            for p in root.rglob("config.yaml")
+            if not {".hydra", "wandb"} & set(p.relative_to(root).parts) and not _earlier_segment(p.parent)
         )
         for cfg_path in configs:
             run_dir = cfg_path.parent
@@ -86,10 +90,16 @@ def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run
     return runs
 
 
+def _earlier_segment(d: Path) -> bool:
+    """``<run>/segments/<k>/``: a resumed run's earlier segment (its config and evaluation), not a run."""
+    return d.parent.name == "segments" and (d.parent.parent / "config.yaml").is_file()
+
+
 def _overrides(run_dir: Path) -> list[str]:
-    """The run's command-line overrides (Hydra's record), without those that never tell groups apart."""
-    path = run_dir / ".hydra" / "overrides.yaml"
-    given = yaml.safe_load(path.read_text()) if path.is_file() else []
+    """The run's command-line overrides (Hydra's latest record: a resume's, which repeats the run's
+    own), without those that never tell groups apart."""
+    path = overrides_record(run_dir)
+    given = yaml.safe_load(path.read_text()) if path is not None else []
     return sorted(o for o in given or [] if not o.lstrip("+~").startswith(IGNORED))
 
 

@@ -95,3 +95,10 @@ def truth_contact(s: NavState) -> torch.Tensor:
 def truth_nearest_dir(s: NavState) -> torch.Tensor:
     """[N, 2] unit vector to the nearest obstacle/wall surface point, body frame."""
     return s.nearest_dir_body
+
+
+@obs_term("truth_path_dist", Provenance.SIM_ONLY, lambda p, d: 1, enabled=False, reads=("path_dist",))
+def truth_path_dist(s: NavState, dist_scale_m: float = 5.0) -> torch.Tensor:
+    """[N, 1] distance to the goal along the shortest free path / dist_scale_m (the goal distance field;
+    off by default: a critic that knows how far the way round a trap is)."""
+    return (s.path_dist / dist_scale_m).unsqueeze(-1)
