@@ -19,6 +19,7 @@ from pathlib import Path
 
 import hydra
 import torch
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -552,6 +553,11 @@ def app_argv(argv: list[str]) -> list[str]:
     return worker_hydra_overrides(argv)
 
 
+IGNORED_ON_RESUME = ("hydra.", "hydra/", "sweep.")
+"""Override prefixes a resume does not repeat: Hydra's own, and a sweep trial's study keys (a resumed
+trial trains on as a single run; its trial in the study has ended)."""
+
+
 def resume_overrides_argv(argv: list[str]) -> list[str]:
     """A single-run ``resume=<run or checkpoint>`` continues the run it names: the run's latest task
     overrides (``.hydra/resume_<time>/overrides.yaml``, else ``.hydra/overrides.yaml``) go first, and
@@ -565,27 +571,32 @@ def resume_overrides_argv(argv: list[str]) -> list[str]:
         return argv
     run_dir = resolve_checkpoint(resume).resolve().parent
     record = overrides_record(run_dir)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
     if record is None:
-        print(f"[navexp] resume: {run_dir} has no .hydra/overrides.yaml; the config is this command line's")
+        if rank0:
+            print(
+                f"[navexp] resume: {run_dir} keeps no .hydra/overrides.yaml; the config is the command line's"
+            )
         return argv
-    given = {a.lstrip("+").partition("=")[0] for a in argv[1:] if "=" in a and not a.startswith("-")}
+    prog, args = argv[:1], list(argv[1:])
+    positions = [i for i, a in enumerate(args) if ("=" in a or a.startswith("~")) and not a.startswith("-")]
+    given = {args[i].lstrip("+~").partition("=")[0] for i in positions}
+    # Plain YAML, not OmegaConf: a recorded ${...} stays text for Hydra to resolve, as it was first.
     inherited = [
-        o
-        for o in OmegaConf.load(record)
+        str(o)
+        for o in yaml.safe_load(record.read_text()) or []
         if (key := str(o).lstrip("+~").partition("=")[0]) not in given
         and key != "resume"
-        and not key.startswith(("hydra.", "hydra/"))
+        and not key.startswith(IGNORED_ON_RESUME)
     ]
-    if inherited:
+    if inherited and rank0:
         print(
             f"[navexp] resume: the run's overrides {' '.join(inherited)} (from {record}; this "
             f"command line's win)",
             flush=True,
         )
-    prog, args = argv[:1], list(argv[1:])
-    positions = [i for i, a in enumerate(args) if "=" in a and not a.startswith("-")]
     at = positions[0] if positions else len(args)
-    return prog + args[:at] + [str(o) for o in inherited] + args[at:]
+    return prog + args[:at] + inherited + args[at:]
 
 
 def resume_run_dir_argv(argv: list[str]) -> list[str]:

@@ -277,19 +277,27 @@ def test_write_atomic_leaves_no_temporary_file_when_interrupted(tmp_path, monkey
 
 def test_a_resume_repeats_the_runs_latest_overrides_and_the_command_line_wins(tmp_path):
     """``resume=<run>`` alone used to compose the default env and reward: now the run's latest
-    overrides (a resume segment's record over the first launch's) go first and this command line's
-    follow, a key given here replacing the run's; hydra.* and resume keys are not repeated."""
+    overrides (a resume segment's record over the first launch's, if that resume trained: it is in
+    run_info.json's segments) go first and this command line's follow, a key given here (or deleted
+    with ~) replacing the run's; hydra.*, sweep.* and resume keys are not repeated, and a recorded
+    ${...} stays text."""
     run_dir = tmp_path / "run"
-    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000").mkdir(parents=True)
+    stamp = "resume_2026-01-01_00-00-00_000000"
+    (run_dir / ".hydra" / stamp).mkdir(parents=True)
+    (run_dir / ".hydra" / "resume_2026-01-02_00-00-00_000000").mkdir()  # refused: no segment
     (run_dir / "model_3.pt").write_bytes(b"")
     (run_dir / ".hydra" / "overrides.yaml").write_text("- env=room\n- seed=7\n")
     latest = ["env=traps", "reward=path", "seed=1", "size=cpu", "ppo.max_iterations=350", "resume=old"]
-    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000" / "overrides.yaml").write_text(
-        yaml.dump(latest)
-    )
-    argv = ["train.py", f"resume={run_dir}", "ppo.max_iterations=700"]
+    latest += ["sweep.trial_id=3", "experiment_name=run_${seed}", "ppo.gamma=0.98"]
+    (run_dir / ".hydra" / stamp / "overrides.yaml").write_text(yaml.dump(latest))
+    refused = run_dir / ".hydra" / "resume_2026-01-02_00-00-00_000000" / "overrides.yaml"
+    refused.write_text(yaml.dump(["env=empty"]))
+    segment = {"argv": ["train.py", f"hydra.output_subdir=.hydra/{stamp}"]}
+    (run_dir / "run_info.json").write_text(json.dumps({"segments": [{"argv": ["train.py"]}, segment]}))
+    argv = ["train.py", f"resume={run_dir}", "ppo.max_iterations=700", "~ppo.gamma"]
     got = resume_overrides_argv(argv)
-    assert got == ["train.py", "env=traps", "reward=path", "seed=1", "size=cpu", *argv[1:]]
-    assert compose_config(got[1:-2]).env.episode_length_s == 40.0  # env=traps: 40 s episodes
-    (run_dir / ".hydra" / "resume_2026-01-01_00-00-00_000000" / "overrides.yaml").unlink()
+    inherited = ["env=traps", "reward=path", "seed=1", "size=cpu", "experiment_name=run_${seed}"]
+    assert got == ["train.py", *inherited, *argv[1:]]
+    assert compose_config(inherited).env.episode_length_s == 40.0  # env=traps: 40 s episodes
+    (run_dir / ".hydra" / stamp / "overrides.yaml").unlink()
     assert resume_overrides_argv(argv) == ["train.py", "env=room", "seed=7", *argv[1:]]

@@ -372,12 +372,15 @@ def test_the_shipped_map_loads_into_four_walls_and_32_solvable_pairs():
     assert torch.isfinite(lay.shortest_path_m).all()
 
 
-def test_warp_step_with_map_families_makes_no_host_sync():
+@pytest.mark.parametrize("reward", ["bcppo", "path"])
+def test_warp_step_with_map_families_makes_no_host_sync(reward):
     """env=families on the warp backend: 20 steps of 16 worlds with 1 s episodes (resets every 10
-    steps take family layouts with walls from the pool) make no host sync between fault checks."""
+    steps take family layouts with walls from the pool) make no host sync between fault checks; with
+    reward=path the resets also take each layout's goal distance field and the step reads it."""
     from navexp.analysis.sync_audit import SyncAudit
 
     env = build_env(
+        f"reward={reward}",
         "env=families",
         "env.sim.backend=warp",
         "env.num_envs=16",
@@ -391,6 +394,7 @@ def test_warp_step_with_map_families_makes_no_host_sync():
             env.step(actions)
     assert env.episode_count.sum().item() - before >= 16
     assert audit.num_syncs == 0, dict(audit.syncs)
+    assert env.needs_path == (reward == "path")
 
 
 def test_family_registry_order_schema_and_duplicates():

@@ -121,3 +121,26 @@ def test_the_critic_can_observe_the_path_distance(scenario_file):
     assert obs["policy"].shape == (1, 78) and obs["privileged"].shape == (1, 77)
     assert obs["privileged"][0, -1].item() == pytest.approx(env.state.path_dist.item() / 5.0)
     assert 7.49 / 5.0 <= obs["privileged"][0, -1].item() <= (1.027 * 7.498 + 0.43) / 5.0
+
+
+def test_an_unreachable_goal_reads_the_straight_line_and_pays_no_path_progress(scenario_file):
+    """A hand-made map may have no free path (a wall across the whole room): the field gives no value,
+    so the episode's path distance starts at the straight line (6.00 m), not at another episode's
+    value, and driving pays no path_progress."""
+    path = scenario_file(
+        """
+        scenarios:
+          - name: cut
+            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
+            goal: {x: 3.0, y: 0.0}
+            obstacles:
+              - {kind: box, x: 0.0, y: 0.0, half_x: 0.1, half_y: 4.0, yaw_deg: 0.0}
+        """
+    )
+    env = build_env("reward=path", f"env.scenarios={path}", "env.num_envs=1", "env.sim.backend=mujoco")
+    assert torch.isinf(env.layout.shortest_path_m).all()
+    assert env.state.path_dist.item() == pytest.approx(6.0) == env.state.prev_path_dist.item()
+    for _ in range(5):
+        env.step(torch.tensor([[1.0, 0.0, 0.0]]))
+    column = [t.name for t in env.reward_manager.terms].index("path_progress")
+    assert env.reward_manager.episode_sums[0, column].item() == 0.0

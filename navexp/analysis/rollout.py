@@ -168,7 +168,8 @@ class TrajectoryRecorder:
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def on_round(self, env: NavEnv) -> None:
-        lay = {k: v.cpu().numpy().copy() for k, v in vars(env.layout).items()}
+        # Not the goal distance field (a reward's input, 3.2 KB a world): the figures redraw without it.
+        lay = {k: v.cpu().numpy().copy() for k, v in vars(env.layout).items() if k != "goal_field"}
         self.rounds.append({"layout": lay, "pos": [], "yaw": [], "speed": [], "scan": [], "active": []})
         self._keep(env)
 

@@ -157,6 +157,8 @@ class NavEnv(VecEnv):
         """[N] worlds whose episode ended with auto_reset off (frozen until reset())."""
         self._world_ids = torch.arange(n, device=dev)
         self._no_change = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._path_read = torch.ones(n, dtype=torch.bool, device=dev)
+        """[N] the last path-distance read gave a value (needs_path)."""
         self.stats = EpisodeStats([t.name for t in self.reward_manager.terms], self.OUTCOME_WINDOW, dev)
         self.faults = FaultFlags(n, dev)
         self.steps_taken = 0
@@ -361,7 +363,8 @@ class NavEnv(VecEnv):
             s.nearest_dir_body = rotate_xy(direction, -s.yaw)
         if self.needs_path:
             d = path_distance(self.layout.goal_field, s.pos_xy, self.half_x, self.half_y)
-            s.path_dist = torch.where(torch.isfinite(d), d, s.path_dist)
+            self._path_read = torch.isfinite(d)
+            s.path_dist = torch.where(self._path_read, d, s.path_dist)
 
     def _restart_history(self, mask: torch.Tensor) -> None:
         """A new episode in the worlds ``mask`` has no past: its window holds the start position, no
@@ -369,7 +372,13 @@ class NavEnv(VecEnv):
         s = self.state
         s.pos_window = torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window)
         s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
-        s.prev_path_dist = torch.where(mask, s.path_dist, s.prev_path_dist)
+        if self.needs_path:
+            # A start the field gives no value for (a hand-made map whose goal cannot be reached) starts
+            # from its shortest path or the straight line, never the previous episode's value.
+            path = self.layout.shortest_path_m
+            start = torch.where(torch.isfinite(path) & (path >= 0), path, s.goal_dist)
+            s.path_dist = torch.where(mask & ~self._path_read, start, s.path_dist)
+            s.prev_path_dist = torch.where(mask, s.path_dist, s.prev_path_dist)
         s.contact = s.contact & ~mask
 
     def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:

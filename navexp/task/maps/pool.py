@@ -122,9 +122,10 @@ class LayoutPool:
         if family not in self._checked:
             self._checked.add(family)
             if num_valid < 0.5 * drawn:
+                path = " and a free path" if self.maps.check_path or self.maps.keep_fields else ""
                 warnings.warn(
                     f"only {num_valid / drawn:.1%} of sampled '{family}' layouts have a collision-free "
-                    f"start and goal{' and a free path' if self.maps.check_path else ''}; sampling slows "
+                    f"start and goal{path}; sampling slows "
                     f"down. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
                     stacklevel=3,
                 )
@@ -135,9 +136,10 @@ class LayoutPool:
 
     def _fail(self, family: str, num_valid: int, drawn: int) -> None:
         s = self.spec
+        path = " with a free path" if self.maps.check_path or self.maps.keep_fields else ""
         raise RuntimeError(
             f"layout sampling (map family '{family}') found no collision-free start/goal"
-            f"{' with a free path' if self.maps.check_path else ''} in enough layouts (only {num_valid} "
+            f"{path} in enough layouts (only {num_valid} "
             f"of {drawn}) after {s.rounds} rounds each; lower obstacles.*_count or obstacle sizes, "
             f"spawn_clearance_m ({s.spawn_clearance_m}) or min_start_goal_dist_m ({s.min_start_goal_dist_m})"
             + (", or raise obstacles.wall_slots" if family == "grid" else "")
