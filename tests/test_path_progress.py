@@ -38,6 +38,25 @@ def wall_room() -> Layout:
     return lay
 
 
+def wall_scenario(half_y: float) -> str:
+    """A scenario file: start (-3, 0) facing +y, goal (3, 0), a wall x in [-0.1, 0.1] from the room's
+    bottom (y = -4) up to y = 2 * half_y - 4 (half_y 3: the wall of ``wall_room``; 4: the whole room)."""
+    return f"""
+        scenarios:
+          - name: wall
+            robot: {{x: -3.0, y: 0.0, yaw_deg: 90.0}}
+            goal: {{x: 3.0, y: 0.0}}
+            obstacles:
+              - {{kind: box, x: 0.0, y: {half_y - 4.0}, half_x: 0.1, half_y: {half_y}, yaw_deg: 0.0}}
+        """
+
+
+def path_progress_sum(env) -> float:
+    """World 0's weighted path_progress sum over its running episode."""
+    column = [t.name for t in env.reward_manager.terms].index("path_progress")
+    return env.reward_manager.episode_sums[0, column].item()
+
+
 def test_the_field_reads_the_way_round_a_wall_anywhere_in_the_room():
     """From the start 7.50 m (straight line 6.00); from (-3, 1.5) the hand-computed 6.83 m; from
     (0, 3), above the wall, the straight 4.24 m to the goal; 1.00 m from (3, 1). Each at most 2.7 % (the
@@ -61,16 +80,7 @@ def test_path_progress_pays_for_the_detour_that_straight_progress_charges(scenar
     (3, 0) behind the wall. Driving forward 10 steps: the straight-line distance grows, the path
     distance shrinks by the hand-computed amount (within the grid's accuracy), and the reward's
     path_progress sum is the weight (2.0) times that shrinkage."""
-    path = scenario_file(
-        """
-        scenarios:
-          - name: wall
-            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
-            goal: {x: 3.0, y: 0.0}
-            obstacles:
-              - {kind: box, x: 0.0, y: -1.0, half_x: 0.1, half_y: 3.0, yaw_deg: 0.0}
-        """
-    )
+    path = scenario_file(wall_scenario(half_y=3.0))
     env = build_env("reward=path", f"env.scenarios={path}", "env.num_envs=1", "env.sim.backend=mujoco")
     s = env.state
     start_path, start_goal = s.path_dist.item(), s.goal_dist.item()
@@ -84,8 +94,7 @@ def test_path_progress_pays_for_the_detour_that_straight_progress_charges(scenar
     assert around_wall(x, y) - 0.01 <= s.path_dist.item() <= 1.027 * around_wall(x, y) + 0.43
     gained = start_path - s.path_dist.item()
     assert gained > 0.5
-    column = [t.name for t in env.reward_manager.terms].index("path_progress")
-    assert env.reward_manager.episode_sums[0, column].item() == pytest.approx(2.0 * gained, rel=1e-3)
+    assert path_progress_sum(env) == pytest.approx(2.0 * gained, rel=1e-3)
 
 
 def test_without_a_term_that_reads_it_no_field_is_kept():
@@ -100,16 +109,7 @@ def test_the_critic_can_observe_the_path_distance(scenario_file):
     """obs=asymmetric with truth_path_dist on: the privileged group's last column is the path distance
     / 5 m (7.50-7.86 m from the start behind the wall: about 1.5-1.6), while the default reward reads
     no path distance; the policy group is unchanged (78 wide)."""
-    path = scenario_file(
-        """
-        scenarios:
-          - name: wall
-            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
-            goal: {x: 3.0, y: 0.0}
-            obstacles:
-              - {kind: box, x: 0.0, y: -1.0, half_x: 0.1, half_y: 3.0, yaw_deg: 0.0}
-        """
-    )
+    path = scenario_file(wall_scenario(half_y=3.0))
     env = build_env(
         "obs=asymmetric",
         "obs.terms.truth_path_dist.enabled=true",
@@ -127,20 +127,10 @@ def test_an_unreachable_goal_reads_the_straight_line_and_pays_no_path_progress(s
     """A hand-made map may have no free path (a wall across the whole room): the field gives no value,
     so the episode's path distance starts at the straight line (6.00 m), not at another episode's
     value, and driving pays no path_progress."""
-    path = scenario_file(
-        """
-        scenarios:
-          - name: cut
-            robot: {x: -3.0, y: 0.0, yaw_deg: 90.0}
-            goal: {x: 3.0, y: 0.0}
-            obstacles:
-              - {kind: box, x: 0.0, y: 0.0, half_x: 0.1, half_y: 4.0, yaw_deg: 0.0}
-        """
-    )
+    path = scenario_file(wall_scenario(half_y=4.0))  # y in [-4, 4]: the whole room
     env = build_env("reward=path", f"env.scenarios={path}", "env.num_envs=1", "env.sim.backend=mujoco")
     assert torch.isinf(env.layout.shortest_path_m).all()
     assert env.state.path_dist.item() == pytest.approx(6.0) == env.state.prev_path_dist.item()
     for _ in range(5):
         env.step(torch.tensor([[1.0, 0.0, 0.0]]))
-    column = [t.name for t in env.reward_manager.terms].index("path_progress")
-    assert env.reward_manager.episode_sums[0, column].item() == 0.0
+    assert path_progress_sum(env) == 0.0
