@@ -6,6 +6,7 @@ One test per fault; the rows of docs/faults.md name this file.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import multiprocessing
 import subprocess
@@ -163,10 +164,14 @@ def test_an_unusable_sweep_storage_is_one_line_naming_the_url(tmp_path, kind):
     """`python -m navexp.train -m hydra/sweeper=optuna sweep.storage=<url>` with a PostgreSQL server
     that is not there (port 1) or a sqlite file that is not a database: exit 1, stderr names the URL
     (the password left out) in at most 4 lines without a traceback (before: about 150 lines of
-    SQLAlchemy), and no sweep directory is made."""
+    SQLAlchemy), and no sweep directory is made. Without the PostgreSQL extra (README's plain
+    `.[dev]` install) the line says which driver is missing and how to install it."""
+    problem = "cannot be opened: "
     if kind == "unreachable":
         url, shown = "postgresql://nobody:secret@127.0.0.1:1/x", "postgresql://nobody@127.0.0.1:1/x"
         reason = "Connection refused"
+        if importlib.util.find_spec("psycopg") is None:
+            problem, reason = "needs a database driver that is not installed", "pip install -e '.[postgres]'"
     else:
         bad = tmp_path / "bad.db"
         bad.write_text("not a database\n" * 100)
@@ -191,6 +196,6 @@ def test_an_unusable_sweep_storage_is_one_line_naming_the_url(tmp_path, kind):
     err = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 1, proc.stderr
     assert len(err) <= 4 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"Error: sweep.storage='{shown}' cannot be opened: " in err[0] and reason in err[0]
+    assert f"Error: sweep.storage='{shown}' {problem}" in err[0] and reason in err[0]
     assert "secret" not in proc.stderr + proc.stdout
     assert not (tmp_path / "sweep").exists()
