@@ -134,3 +134,56 @@ def test_an_unreachable_goal_reads_the_straight_line_and_pays_no_path_progress(s
     for _ in range(5):
         env.step(torch.tensor([[1.0, 0.0, 0.0]]))
     assert path_progress_sum(env) == 0.0
+
+
+def lane_room() -> Layout:
+    """A lane 0.7 m wide along y = 0.1 between two walls from x = -3 to x = 2 (inner faces at y = 0.45
+    and y = -0.25), goal (3.5, 0.1) past its right end. On the 0.2 m grid only the row y = 0.1 is free
+    inside the lane: its cells keep 0.35 m from both walls."""
+    lay = Layout.empty(1, 0, 0, "cpu", wall_slots=2)
+    lay.robot_xy[0], lay.goal_xy[0] = torch.tensor([-2.5, 0.1]), torch.tensor([3.5, 0.1])
+    lay.wall_xy[0] = torch.tensor([[-0.5, 0.95], [-0.5, -0.75]])
+    lay.wall_half[0] = torch.tensor([[2.5, 0.5], [2.5, 0.5]])
+    lay.wall_active[0] = True
+    return lay
+
+
+def field_at(field: torch.Tensor, x: float, y: float) -> float:
+    """The field's value at the cell whose centre is (x, y) (room [-4, 4]^2, 0.2 m cells)."""
+    return field[0, round((y + 3.9) / 0.2), round((x + 3.9) / 0.2)].item()
+
+
+def test_a_margin_field_charges_the_metres_closer_than_the_margin():
+    """env.maps.path_margin_m=0.3 with cost 1: the lane's cells keep 0.35 m, 0.15 m closer than radius
+    + margin (0.5 m), so each metre along the lane costs 1 + 0.15 / 0.3 = 1.5: from x = -1.9 to 0.9
+    (2.8 m) the field drops 4.20 instead of 2.80. Far from every obstacle it is the plain field's metre
+    (the last 0.4 m before the goal drop by 0.40), and the shortest path stays plain metres."""
+    plain_path, plain = paths_and_fields(lane_room(), 4.0, 4.0, R, 0.2, fields=True)
+    path, margin = paths_and_fields(lane_room(), 4.0, 4.0, R, 0.2, fields=True, margin_m=0.3, margin_cost=1.0)
+    assert path.item() == plain_path.item() == pytest.approx(6.0, abs=0.05)
+    assert field_at(plain, -1.9, 0.1) - field_at(plain, 0.9, 0.1) == pytest.approx(2.8, abs=0.01)
+    assert field_at(margin, -1.9, 0.1) - field_at(margin, 0.9, 0.1) == pytest.approx(4.2, abs=0.01)
+    assert field_at(margin, 3.1, 0.1) - field_at(margin, 3.5, 0.1) == pytest.approx(0.4, abs=0.01)
+    assert math.isinf(field_at(margin, -1.9, -0.1))  # 0.15 m from the lower wall: blocked
+
+
+def test_a_margin_field_leads_through_the_wide_way():
+    """A wall across the room at x = 0 with a door 0.6 m wide on the straight line (y in [-0.3, 0.3])
+    and one 2 m wide at y in [1.5, 3.5]. The plain field leads through the narrow door (its value at
+    the start is about the straight 6 m). With a 0.2 m margin at cost 10 the narrow door's free cells
+    (0.2 m from a jamb: touching) cost 11 per metre, so its way costs at least 6 + 10 x 0.2 = 8 m; the
+    field leads past the wide door's lower jamb (1.5, the wall 0.2 m thick) instead, between the plain
+    way there keeping the radius, 2 x hypot(3, 1.7) = 6.90 m, and the way keeping radius + margin,
+    2 x hypot(3, 1.9) + 0.2 = 7.30 m (within the grid's 2.7 % + 0.43 m: under 8)."""
+    lay = Layout.empty(1, 0, 0, "cpu", wall_slots=3)
+    lay.robot_xy[0], lay.goal_xy[0] = torch.tensor([-3.0, 0.0]), torch.tensor([3.0, 0.0])
+    lay.wall_xy[0] = torch.tensor([[0.0, -2.15], [0.0, 0.9], [0.0, 3.75]])
+    lay.wall_half[0] = torch.tensor([[0.1, 1.85], [0.1, 0.6], [0.1, 0.25]])
+    lay.wall_active[0] = True
+    _, plain = paths_and_fields(lay, 4.0, 4.0, R, 0.2, fields=True)
+    _, wide = paths_and_fields(lay, 4.0, 4.0, R, 0.2, fields=True, margin_m=0.2, margin_cost=10.0)
+    start = torch.tensor([[-3.0, 0.0]])
+    assert 6.0 - 0.01 <= path_distance(plain, start, 4.0, 4.0).item() <= 1.027 * 6.0 + 0.43
+    low, high = 2 * math.hypot(3.0, 1.7), 2 * math.hypot(3.0, 1.9) + 0.2
+    assert (low, high) == pytest.approx((6.90, 7.30), abs=0.01)
+    assert low - 0.01 <= path_distance(wide, start, 4.0, 4.0).item() <= 1.027 * high + 0.43 < 8.0

@@ -94,9 +94,16 @@ class NavEnv(VecEnv):
             file = resolve_scenario_path(str(env_cfg.scenarios))
             self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec).to(dev)
             if self.needs_path:
-                spec, cell = self.layout_spec, self._path_cell_m
+                spec, maps = self.layout_spec, self.map_spec.cfg
                 self.scenarios.goal_field = paths_and_fields(
-                    self.scenarios, spec.half_x, spec.half_y, spec.robot_radius_m, cell, fields=True
+                    self.scenarios,
+                    spec.half_x,
+                    spec.half_y,
+                    spec.robot_radius_m,
+                    self._path_cell_m,
+                    fields=True,
+                    margin_m=maps.path_margin_m,
+                    margin_cost=maps.path_margin_cost,
                 )[1]
             self.scenario_entries = len(scenario_entry_names(file))
         every = env_cfg.check_every

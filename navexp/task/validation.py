@@ -137,6 +137,8 @@ def _validate_maps(cfg: Any) -> None:
     _check(maps.rng in ("stream", "hashed"), "maps.rng", maps.rng, "stream | hashed")
     _check(maps.split in SPLITS, "maps.split", maps.split, " | ".join(SPLITS))
     _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
+    _check(maps.path_margin_m >= 0, "maps.path_margin_m", maps.path_margin_m, ">= 0 (0: plain metres)")
+    _check(maps.path_margin_cost >= 0, "maps.path_margin_cost", maps.path_margin_cost, ">= 0")
     _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
     _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
     _check_range("maps.wall_thickness_scale", maps.wall_thickness_scale, 1e-3)

@@ -59,13 +59,26 @@ def _used_slots(layout: Layout) -> Layout:
     return Layout(**parts, robot_xy=layout.robot_xy, robot_yaw=layout.robot_yaw, goal_xy=layout.goal_xy)
 
 
-def free_cells(layout: Layout, half_x: float, half_y: float, radius_m: float, cell_m: float) -> torch.Tensor:
-    """[K, NY, NX] bool: the cell centre keeps ``radius_m`` from every obstacle and room wall."""
+def cell_clearance(layout: Layout, half_x: float, half_y: float, cell_m: float) -> torch.Tensor:
+    """[K, NY, NX]: distance (m) from each cell centre to the nearest obstacle or room wall."""
     layout = _used_slots(layout)
     centres = cell_centres(half_x, half_y, cell_m, layout.robot_xy.device)
     ny, nx = centres.shape[:2]
     pts = centres.reshape(1, -1, 2).expand(layout.num_worlds, -1, -1)
-    return (obstacle_distance(pts, layout, half_x, half_y) >= radius_m).view(-1, ny, nx)
+    return obstacle_distance(pts, layout, half_x, half_y).view(-1, ny, nx)
+
+
+def free_cells(layout: Layout, half_x: float, half_y: float, radius_m: float, cell_m: float) -> torch.Tensor:
+    """[K, NY, NX] bool: the cell centre keeps ``radius_m`` from every obstacle and room wall."""
+    return cell_clearance(layout, half_x, half_y, cell_m) >= radius_m
+
+
+def clearance_cost(clearance: torch.Tensor, radius_m: float, margin_m: float, cost: float) -> torch.Tensor:
+    """Cost per metre [K, NY, NX] of entering each cell for a field that keeps its way ``margin_m`` clear
+    of obstacles where it can: 1 where the robot's edge keeps ``margin_m`` (clearance >= radius +
+    margin), rising linearly to ``1 + cost`` where it touches (clearance = radius)."""
+    short = ((radius_m + margin_m - clearance) / margin_m).clamp(0.0, 1.0)
+    return 1.0 + cost * short
 
 
 def _cell_index(xy: torch.Tensor, half_x: float, half_y: float, cell_m: float) -> torch.Tensor:
@@ -114,11 +127,16 @@ def _allowed(free: torch.Tensor) -> list[torch.Tensor]:
 
 
 def grid_distances(
-    free: torch.Tensor, source: torch.Tensor, cell_yx: tuple[float, float] = (1.0, 1.0), max_rounds: int = 64
+    free: torch.Tensor,
+    source: torch.Tensor,
+    cell_yx: tuple[float, float] = (1.0, 1.0),
+    max_rounds: int = 64,
+    cost: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Shortest-path distance [K, NY, NX] (in the unit of ``cell_yx``, the cell size along y and x)
     from the flat ``source`` cell [K] of each grid over the free cells of ``free`` [K, NY, NX] (inf
-    where unreachable).
+    where unreachable). With ``cost`` [K, NY, NX] (>= 1), a move's length is multiplied by the cost of
+    the cell it enters: a weighted distance, never below the plain one.
 
     Fast sweeping (Gauss-Seidel relaxation): a round runs four passes, one per diagonal direction of
     travel; a pass visits the anti-diagonals in order, and every move it relaxes comes from an earlier
@@ -132,9 +150,10 @@ def grid_distances(
     penalties = []
     for f in flips:
         masks = _allowed(free.flip(f) if f else free)
+        w = 1.0 if cost is None else (cost.flip(f) if f else cost)
         penalties.append(
             [
-                _skew(torch.where(m, math.hypot(dy * cell_yx[0], dx * cell_yx[1]), math.inf), math.inf)
+                _skew(torch.where(m, math.hypot(dy * cell_yx[0], dx * cell_yx[1]) * w, math.inf), math.inf)
                 for (dy, dx, _), m in zip(_MOVES, masks, strict=True)
             ]
         )
@@ -182,23 +201,32 @@ def paths_and_fields(
     cell_m: float,
     chunk: int = 256,
     fields: bool = False,
+    margin_m: float = 0.0,
+    margin_cost: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``shortest_paths`` [K] and, with ``fields``, each layout's goal distance field [K, NY, NX]
     (float16 metres along the shortest free path from every cell centre to the goal's cell, plus the
     goal's offset from that cell's centre; inf where the goal cannot be reached: ``path_distance``
-    reads it at any point). Waits for the device."""
+    reads it at any point). With ``margin_m`` > 0 the field is the weighted distance of
+    ``margin_cost`` (a metre closer than ``margin_m`` to an obstacle counts up to ``1 + margin_cost``
+    metres), so it leads along ways that keep clear where there are any; the shortest paths [K] stay
+    plain metres. Waits for the device."""
     out, kept = [], []
     ny, nx, cy, cx = grid_shape(half_x, half_y, cell_m)
     for lo in range(0, layout.num_worlds, chunk):
         rows = torch.arange(lo, min(lo + chunk, layout.num_worlds), device=layout.robot_xy.device)
         part = layout.index(rows)
-        free = free_cells(part, half_x, half_y, radius_m, cell_m).view(part.num_worlds, -1)
+        clear = cell_clearance(part, half_x, half_y, cell_m)
+        free = (clear >= radius_m).view(part.num_worlds, -1)
         start = _cell_index(part.robot_xy, half_x, half_y, cell_m)
         goal = _cell_index(part.goal_xy, half_x, half_y, cell_m)
         free.scatter_(1, start.view(-1, 1), True)
         free.scatter_(1, goal.view(-1, 1), True)
         dist = grid_distances(free.view(-1, ny, nx), goal, (cy, cx))
         out.append(dist.view(part.num_worlds, -1).gather(1, start.view(-1, 1)).squeeze(1))
+        if fields and margin_m > 0:
+            cost = clearance_cost(clear, radius_m, margin_m, margin_cost)
+            dist = grid_distances(free.view(-1, ny, nx), goal, (cy, cx), cost=cost)
         if fields:  # + the goal's offset from its cell centre: the field never reads below the truth
             centre = cell_centres(half_x, half_y, cell_m, dist.device).view(-1, 2)[goal]
             kept.append((dist + (part.goal_xy - centre).norm(dim=-1).view(-1, 1, 1)).half())

@@ -79,6 +79,14 @@ class MapsBaseCfg:
     path_cell_m: float = 0.2
     """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
     most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
+    path_margin_m: float = 0.0
+    """Clearance the goal distance field (read by ``path_progress`` and ``truth_path_dist``) prefers
+    beyond the robot's radius: a metre where the robot's edge passes closer than this to an obstacle
+    counts up to ``1 + path_margin_cost`` metres, so the field leads through the middle of lanes and
+    wide doors rather than round corners at touching distance. 0: plain metres. The free-path check
+    and ``shortest_path_m`` (SPL) always use plain metres."""
+    path_margin_cost: float = 1.0
+    """Extra cost per metre at touching distance (falls linearly to 0 at ``path_margin_m``)."""
     wall_half_thickness_m: float = 0.1
     """Half thickness of the structured families' walls, scaled per layout by ``wall_thickness_scale``."""
     wall_thickness_scale: list[float] = field(default_factory=lambda: [0.5, 2.0])
@@ -167,7 +175,15 @@ def generate(maps: MapSpec, spec: LayoutSpec, family: str, k: int, src) -> tuple
     if maps.check_path or maps.keep_fields:
         chunk = 8192 if lay.robot_xy.device.type == "cuda" else 256
         lay.shortest_path_m, goal_field = paths_and_fields(
-            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m, chunk, maps.keep_fields
+            lay,
+            spec.half_x,
+            spec.half_y,
+            spec.robot_radius_m,
+            maps.cfg.path_cell_m,
+            chunk,
+            maps.keep_fields,
+            maps.cfg.path_margin_m,
+            maps.cfg.path_margin_cost,
         )
         if goal_field is not None:
             lay.goal_field = goal_field
