@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,18 +249,20 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
     """``<stem>_success.png`` (each group's mean success with its 95 % interval, runs as dots) and
     ``<stem>_profile.png`` (performance profile: the fraction of a group's runs with success >= tau)."""
     labels = [group_label(r) for r in comparison.rows]
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(labels) + 1.5))
+    wrapped = [textwrap.fill(label, 48) for label in labels]
+    lines = sum(w.count("\n") + 1 for w in wrapped)
+    fig, ax = plt.subplots(figsize=(7, 0.25 * lines + 0.35 * len(labels) + 1.5))
     for i, (row, rates) in enumerate(zip(comparison.rows, comparison.rates, strict=True)):
         lo, hi = row["success_rate_ci95_low"], row["success_rate_ci95_high"]
         ax.plot([lo, hi], [i, i], color="C0", lw=3, alpha=0.5)
         ax.plot(row["success_rate_mean"], i, "o", color="C0")
         ax.plot(rates, [i] * len(rates), "|", color="k", ms=10)
-    ax.set_yticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), wrapped)
     ax.set_xlabel("success rate (mean, 95 % interval; | = one run)")
     ax.set_xlim(0, 1.02)
-    fig.tight_layout()
     success = stem.with_name(stem.name + "_success.png")
-    fig.savefig(success, dpi=90)
+    # bbox_inches="tight" grows the image to the labels (tight_layout warns and clips long group names)
+    fig.savefig(success, dpi=90, bbox_inches="tight")
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     tau = np.linspace(0, 1, 201)
@@ -268,8 +271,7 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
     ax.set_xlabel("success rate tau")
     ax.set_ylabel("fraction of runs with success >= tau")
     ax.legend(fontsize=7)
-    fig.tight_layout()
     profile = stem.with_name(stem.name + "_profile.png")
-    fig.savefig(profile, dpi=90)
+    fig.savefig(profile, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return [success, profile]
