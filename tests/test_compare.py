@@ -126,3 +126,23 @@ def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
         compare.main([str(tree), "bye=seed"])
     with pytest.raises(FileNotFoundError, match="no such directory"):
         compare.main([str(tree / "nope")])
+
+
+@pytest.mark.filterwarnings("error")
+def test_plots_wrap_long_group_names(tmp_path):
+    """Groups named by long override lists (as scripts/learning_seeds.sh makes them, 80-130 characters)
+    are drawn whole and without a layout warning: the names wrap at 48 characters, so the success plot
+    stays near its 7-inch width at 90 dpi (630 px plus a 48-character label column, under 1000 px;
+    one line per name made it about 1800 px)."""
+    recipe = ["env=traps", "reward=path", "ppo.max_iterations=700"]
+    recipe += ["reward.terms.near_obstacle.params.safe_dist=0.5"]
+    for i, weight in enumerate(("-0.15", "-0.3")):
+        for seed in (1, 2):
+            d = make_run(tmp_path / "multirun", f"r{i}_{seed}", "0.2", seed, 0.9)
+            overrides = [*recipe, f"reward.terms.near_obstacle.weight={weight}", f"seed={seed}"]
+            (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    compare.main([str(tmp_path / "multirun"), f"out={tmp_path / 'long.md'}"])
+    for name in ("long_success.png", "long_profile.png"):
+        png = (tmp_path / name).read_bytes()
+        width = int.from_bytes(png[16:20], "big")  # the IHDR chunk's width
+        assert 300 < width < 1000, (name, width)

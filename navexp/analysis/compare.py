@@ -266,7 +266,7 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     tau = np.linspace(0, 1, 201)
-    for label, rates in zip(labels, comparison.rates, strict=True):
+    for label, rates in zip(wrapped, comparison.rates, strict=True):
         ax.step(tau, [(rates >= t).mean() for t in tau], where="post", label=f"{label} ({len(rates)} runs)")
     ax.set_xlabel("success rate tau")
     ax.set_ylabel("fraction of runs with success >= tau")
