@@ -49,3 +49,18 @@ def test_deploy_imports_without_torch():
     """navexp.deploy (and the twins it uses) import numpy only."""
     code = "import sys; import navexp.deploy; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_log_encoded_lidar_twin_matches_the_simulator_term():
+    """log encoding, floor 0.1 m, 6 m range: 0.6 m reads log(6)/log(60) = 0.4376, 0.05 m (inside the
+    floor) 0, NaN and 9 m read the max range (1.0); the torch term's encoding gives the same values."""
+    import torch
+
+    from navexp.task.obs.numpy_terms import encode_scan
+
+    meta = {"lidar": {"max_range_m": 6.0}}
+    params = {"encoding": "log", "log_min_m": 0.1}
+    got = get_twin("lidar")({"scan_m": [0.6, 0.05, float("nan"), 9.0]}, params, meta)
+    assert np.allclose(got, [0.4376, 0.0, 1.0, 1.0], atol=1e-4)
+    torch_values = encode_scan(torch.tensor([0.6, 0.05, 6.0, 6.0]), "log", 0.1, 6.0)
+    assert np.allclose(torch_values.numpy(), got, atol=1e-6)

@@ -234,3 +234,45 @@ def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file)
     allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist'\]"
     with pytest.raises(ValueError, match=r"reads=\['clerance'\]; " + allowed):
         reward_term("wall_hugging", reads=("clerance",))
+
+
+@pytest.mark.parametrize(
+    ("encoding", "expected"),
+    [
+        # linear: range / 6 m -> 2/6, 4/6, 6/6
+        ("linear", [2 / 6, 4 / 6, 1.0]),
+        # log: log(r / 0.1) / log(6 / 0.1) -> log(20)/log(60) = 0.7317, log(40)/log(60) = 0.9010, 1.0
+        ("log", [0.7317, 0.9010, 1.0]),
+    ],
+)
+def test_lidar_encoding_reads_hand_checked_walls(scenario_file, encoding, expected):
+    """A robot at (2, 0) facing +x in the 8 m room: the wall ahead is 2.00 m away, the one to its left
+    4.00 m, the one behind 6 m (the max range). Beam 0 forward, 18 left, 36 behind."""
+    path = scenario_file("""
+    scenarios:
+      - {name: open, robot: {x: 2.0, y: 0.0}, goal: {x: -2.0, y: 2.0}}
+    """)
+    env = build_env("env.num_envs=1", f"env.scenarios={path}", f"obs.terms.lidar.params.encoding={encoding}")
+    obs, *_ = env.step(torch.zeros(1, 3))
+    beams = obs["policy"][0, [0, 18, 36]]
+    assert torch.allclose(beams, torch.tensor(expected), atol=2e-3), beams
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "obs.terms.lidar.params.encoding=sqrt",
+            r"encoding='sqrt' is not an encoding; allowed: \['linear', 'lo",
+        ),
+        (
+            "obs.terms.lidar.params.log_min_m=6.0",
+            r"log_min_m=6.0 must lie in \(0, env.lidar.max_range_m=6.0\)",
+        ),
+        ("obs.terms.lidar.params.log_min_m=0", r"log_min_m=0 must lie in"),
+    ],
+)
+def test_bad_lidar_encoding_fails_naming_the_param(override, message):
+    """An unknown encoding or a log floor outside (0, max range) fails before the simulator is built."""
+    with pytest.raises(ValueError, match=message):
+        make_env(compose_config([override]))

@@ -11,7 +11,14 @@ import pytest
 import torch
 from conftest import TINY
 
-RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=4", "eval.plot_episodes=4", "size=none"]
+RUN = [
+    *TINY,
+    "ppo.save_interval=1",
+    "eval.num_episodes=4",
+    "eval.plot_episodes=4",
+    "size=none",
+    "obs.terms.lidar.params.encoding=log",  # the non-default encoding travels through export and deploy
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +82,8 @@ def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_p
 
 
 def test_numpy_deployment_reproduces_the_action_from_raw_sensors(run_dir, recorded, tmp_path):
-    """NumpyPolicy rebuilds the 78 observation columns from scan/goal/velocity; same action."""
+    """NumpyPolicy rebuilds the 78 observation columns (the scan log-encoded as trained) from
+    scan/goal/velocity; same action."""
     from navexp import export
     from navexp.deploy import NumpyPolicy
 

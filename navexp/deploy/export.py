@@ -101,7 +101,8 @@ def metadata(ckpt: dict, cfg) -> dict:
             "max_range_m": float(env.lidar.max_range_m),
             "beam_angles_rad": beam_angles(env.lidar.num_beams, env.lidar.fov_deg).tolist(),
             "convention": "body frame, beam 0 forward, counter-clockwise; misses read max_range_m",
-            "lidar_term": "range / max_range_m, clipped to [0, 1]",
+            "lidar_term": "range encoded into [0, 1] by obs.params.lidar.encoding (linear: range / "
+            "max_range_m; log: log(range / log_min_m) / log(max_range_m / log_min_m))",
             "training_realism": RealismSpec.from_lidar_cfg(env.lidar).as_dict(),
         },
         "scales": {

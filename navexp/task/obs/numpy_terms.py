@@ -54,13 +54,44 @@ def describe(name: str) -> str:
     return (get_twin(name).__doc__ or "").strip().splitlines()[0]
 
 
+SCAN_ENCODINGS = ("linear", "log")
+"""Encodings of the ``lidar`` term (its ``encoding`` param)."""
+
+
+def check_scan_encoding(encoding: str, log_min_m: float, max_range_m: float) -> None:
+    """ValueError naming the ``lidar`` term's param when the encoding or its floor is not allowed."""
+    if encoding not in SCAN_ENCODINGS:
+        raise ValueError(
+            f"obs.terms.lidar.params.encoding={encoding!r} is not an encoding; "
+            f"allowed: {list(SCAN_ENCODINGS)}"
+        )
+    if not (math.isfinite(log_min_m) and 0 < log_min_m < max_range_m):
+        raise ValueError(
+            f"obs.terms.lidar.params.log_min_m={log_min_m!r} must lie in (0, env.lidar.max_range_m="
+            f"{max_range_m}) (the range the log encoding reads as 0)"
+        )
+
+
+def encode_scan(scan, encoding: str, log_min_m: float, max_range_m: float):
+    """Ranges [..., B] (m, in [0, max_range_m]; torch or numpy) -> the ``lidar`` term's values in [0, 1]:
+    ``linear`` r / max_range_m; ``log`` log(max(r, log_min_m) / log_min_m) / log(max_range_m / log_min_m)."""
+    if encoding == "linear":
+        return scan / max_range_m
+    ratio = scan.clip(log_min_m) / log_min_m
+    logs = np.log(ratio) if isinstance(ratio, np.ndarray) else ratio.log()  # this module imports no torch
+    return logs / math.log(max_range_m / log_min_m)
+
+
 @numpy_twin("lidar")
 def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
-    """range / max_range_m, clipped to [0, 1]; NaN, +-inf or negative (no return) reads max range."""
+    """range encoded into [0, 1] (linear: range / max_range_m; log: log(range / log_min_m) /
+    log(max_range_m / log_min_m)); NaN, +-inf or negative (no return) reads max range."""
     max_range = meta["lidar"]["max_range_m"]
     scan = np.asarray(inputs["scan_m"], dtype=np.float64)
     no_return = ~np.isfinite(scan) | (scan < 0)  # as the simulator's clamp_ranges (a miss reads -1)
-    return np.where(no_return, max_range, np.minimum(scan, max_range)) / max_range
+    ranges = np.where(no_return, max_range, np.minimum(scan, max_range))
+    # Files exported before the encoding was a param hold no lidar params: they were linear.
+    return encode_scan(ranges, params.get("encoding", "linear"), params.get("log_min_m", 0.1), max_range)
 
 
 @numpy_twin("goal_polar")

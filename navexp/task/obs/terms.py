@@ -12,7 +12,7 @@ from enum import StrEnum
 
 import torch
 
-from navexp.task.obs.numpy_terms import NUMPY_TWINS
+from navexp.task.obs.numpy_terms import NUMPY_TWINS, check_scan_encoding, encode_scan
 from navexp.task.registry import Registry
 from navexp.task.state import NavState, check_reads
 
@@ -42,10 +42,19 @@ def obs_term(name: str, provenance: Provenance, width, enabled: bool = True, rea
     return OBS_TERMS.register(name, provenance=provenance, width=width, enabled=enabled, reads=tuple(reads))
 
 
-@obs_term("lidar", Provenance.DEPLOYABLE, lambda p, d: d.num_beams)
-def lidar(s: NavState) -> torch.Tensor:
-    """[N, B] realistic scan (LiDAR realism model: noise, dropout, ...) / max range, in [0, 1]."""
-    return s.scan / s.dims.max_range_m
+def _lidar_width(params: dict, dims) -> int:
+    """The scan's width [B]; checks the encoding params against the LiDAR range when the config is built."""
+    check_scan_encoding(params["encoding"], params["log_min_m"], dims.max_range_m)
+    return dims.num_beams
+
+
+@obs_term("lidar", Provenance.DEPLOYABLE, _lidar_width)
+def lidar(s: NavState, encoding: str = "linear", log_min_m: float = 0.1) -> torch.Tensor:
+    """[N, B] realistic scan (LiDAR realism model: noise, dropout, ...) encoded into [0, 1]:
+    ``linear`` range / max range; ``log`` log(range / log_min_m) / log(max range / log_min_m), ranges
+    below ``log_min_m`` reading 0 (6x the linear resolution between 0.2 and 0.3 m at 6 m range,
+    where collisions are decided; ``navexp.task.obs.numpy_terms.encode_scan``)."""
+    return encode_scan(s.scan, encoding, log_min_m, s.dims.max_range_m)
 
 
 @obs_term("goal_polar", Provenance.DEPLOYABLE, lambda p, d: 3)
