@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Learning figures over seeds, reproducible: train every recipe with every seed, evaluate each run on
-# its final suite (eval.suite, default families) and on the held-out geometry suite (suite=ood), then
-# aggregate per recipe with navexp.compare (mean, 95 % bootstrap interval over seeds, IQM).
+# its final suite (eval.suite, default families), on the held-out geometry suite (suite=ood) and on the
+# default suite (the run's own env and dense random rooms), then aggregate per recipe with
+# navexp.compare (mean, 95 % bootstrap interval over seeds, IQM).
 #
 #   bash scripts/learning_seeds.sh OUT_DIR [training overrides for every run ...]
 #
@@ -11,7 +12,7 @@
 # several fit). Example (BENCHMARKS.md, "Policies that escape traps"):
 #   SEEDS="1 2 3" bash scripts/learning_seeds.sh outputs/traps env=traps size=cpu ppo.max_iterations=700
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
-# OUT_DIR/families.md and OUT_DIR/ood.md (with their plots).
+# OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots).
 set -uo pipefail
 out=${1:?usage: learning_seeds.sh OUT_DIR [training overrides ...]}; shift
 seeds=${SEEDS:-1 2 3}
@@ -20,14 +21,15 @@ parallel=${PARALLEL:-1}
 py=${PYTHON:-python}
 mkdir -p "$out"
 
-one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood
+one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood and suite=default
   local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_}
   local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log"
   mkdir -p "$out/$name"
   # shellcheck disable=SC2086
   $py -m navexp.train eval.suite=families "${extra[@]}" ${recipe//,/ } seed="$seed" hydra.run.dir="$dir" \
     >"$log" 2>&1 &&
-    $py -m navexp.evaluate checkpoint="$dir" suite=ood >>"$log" 2>&1
+    $py -m navexp.evaluate checkpoint="$dir" suite=ood >>"$log" 2>&1 &&
+    $py -m navexp.evaluate checkpoint="$dir" suite=default >>"$log" 2>&1
   echo "[learning_seeds] $recipe seed $seed: exit $? ($(grep -c '^\[navexp\] it ' "$log") iterations logged)"
 }
 
@@ -43,3 +45,4 @@ done
 wait
 $py -m navexp.compare "$out" out="$out/families.md"
 $py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md"
+$py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.md"
