@@ -123,6 +123,20 @@ def test_the_critic_can_observe_the_path_distance(scenario_file):
     assert 7.49 / 5.0 <= obs["privileged"][0, -1].item() <= (1.027 * 7.498 + 0.43) / 5.0
 
 
+def test_the_trap_recipe_obs_reads_a_log_scan_and_gives_the_critic_the_path(scenario_file):
+    """obs=path_critic (the trap recipe): the actor's 78 columns with the scan log-encoded (beam 0 points
+    +y from (-3, 0), 4.00 m to the room's wall: log(40) / log(60) = 0.9010); the critic's privileged
+    group is 74 wide (clean scan 72, contact 1, path distance 1), its last column the path distance / 5 m
+    as with obs=asymmetric above, and no analytic clearance is computed."""
+    path = scenario_file(wall_scenario(half_y=3.0))
+    env = build_env("obs=path_critic", f"env.scenarios={path}", "env.num_envs=1", "env.sim.backend=mujoco")
+    obs = env.get_observations()
+    assert obs["policy"].shape == (1, 78) and obs["privileged"].shape == (1, 74)
+    assert obs["policy"][0, 0].item() == pytest.approx(math.log(40) / math.log(60), abs=2e-3)
+    assert 7.49 / 5.0 <= obs["privileged"][0, -1].item() <= (1.027 * 7.498 + 0.43) / 5.0
+    assert not env.needs_clearance
+
+
 def test_an_unreachable_goal_reads_the_straight_line_and_pays_no_path_progress(scenario_file):
     """A hand-made map may have no free path (a wall across the whole room): the field gives no value,
     so the episode's path distance starts at the straight line (6.00 m), not at another episode's

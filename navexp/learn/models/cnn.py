@@ -124,7 +124,7 @@ class ScanCNNModel(MLPModel):
     """rsl_rl ``MLPModel`` whose latent is [normalised non-scan columns, circular-conv features of the scan].
 
     The scan group (``policy``) is H frames of F columns, the first ``scan_width`` of each frame the
-    LiDAR term (range / max range in [0, 1], not normalised: a per-beam normaliser would undo the
+    LiDAR term (encoded into [0, 1], linear or log; not normalised: a per-beam normaliser would undo the
     convolution's shift invariance). Every other column, of this group and of any other group the
     model reads (the critic's ``privileged``), goes through the observation normaliser.
     """
