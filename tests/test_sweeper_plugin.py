@@ -434,3 +434,29 @@ def test_each_pruning_type_builds_its_optuna_pruner_and_a_typo_is_refused():
     }
     with pytest.raises(ValueError, match=r"sweep.pruning.type='wilcox' is invalid; allowed: \['median', "):
         validate_run_cfg(compose_config(["sweep.pruning.type=wilcox"]))
+
+
+def test_sqlite_table_race_is_retried_not_reported_as_unopenable(tmp_path, monkeypatch):
+    """Two workers creating one SQLite study race on its tables; the loser sees SQLite's
+    'table alembic_version already exists' (an OperationalError), retries and opens the storage."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    import navexp.sweep.storage as storage_mod
+
+    calls = []
+    real = storage_mod.RDBStorage
+
+    def racing(url):
+        calls.append(url)
+        if len(calls) == 1:
+            raise OperationalError(
+                "CREATE TABLE", {}, sqlite3.OperationalError("table alembic_version already exists")
+            )
+        return real(url)
+
+    monkeypatch.setattr(storage_mod, "RDBStorage", racing)
+    monkeypatch.setattr(storage_mod.time, "sleep", lambda s: None)
+    storage = storage_mod.open_storage(f"sqlite:///{tmp_path}/study.db")
+    assert len(calls) == 2 and storage_mod.study_names(storage) == []

@@ -90,6 +90,10 @@ def open_storage(url: str) -> BaseStorage:
             ) from e
         except DatabaseError as e:  # unreachable server, wrong password, not a database file
             first = str(e.orig if getattr(e, "orig", None) is not None else e).strip().splitlines()[0]
+            if "already exists" in first and attempt < 4:  # SQLite's form of the same race
+                log.info(f"storage tables being created by another worker ({first}); retrying")
+                time.sleep(1.0 + attempt)
+                continue
             raise ConnectionError(f"sweep.storage={describe(url)!r} cannot be opened: {first}") from None
     raise AssertionError("unreachable")
 

@@ -84,8 +84,10 @@ def encode_scan(scan, encoding: str, log_min_m: float, max_range_m: float):
 
 @numpy_twin("lidar")
 def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
-    """range encoded into [0, 1] (linear: range / max_range_m; log: log(range / log_min_m) /
-    log(max_range_m / log_min_m)); NaN, +-inf or negative (no return) reads max range."""
+    """range in [0, 1] by the param encoding (linear or log); NaN, +-inf or negative reads max range.
+
+    linear: range / max_range_m; log: log(max(range, log_min_m) / log_min_m) / log(max_range_m /
+    log_min_m) (``encode_scan``)."""
     max_range = meta["lidar"]["max_range_m"]
     scan = np.asarray(inputs["scan_m"], dtype=np.float64)
     no_return = ~np.isfinite(scan) | (scan < 0)  # as the simulator's clamp_ranges (a miss reads -1)
