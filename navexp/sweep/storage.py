@@ -78,22 +78,23 @@ def open_storage(url: str) -> BaseStorage:
     for attempt in range(5):
         try:
             return RDBStorage(sqlalchemy_url(url))
-        except (IntegrityError, ProgrammingError) as e:  # e.g. pg_type "studies" already exists
-            if attempt == 4:
-                raise
-            log.info(f"storage tables being created by another worker ({type(e).__name__}); retrying")
-            time.sleep(1.0 + attempt)
         except ImportError as e:
             raise ImportError(
                 f"sweep.storage={describe(url)!r} needs a database driver that is not installed ({e}); "
                 f"for PostgreSQL: pip install -e '.[postgres]' (psycopg 3)"
             ) from e
-        except DatabaseError as e:  # unreachable server, wrong password, not a database file
+        except DatabaseError as e:
             first = str(e.orig if getattr(e, "orig", None) is not None else e).strip().splitlines()[0]
-            if "already exists" in first and attempt < 4:  # SQLite's form of the same race
+            # The table race: PostgreSQL's IntegrityError/ProgrammingError (pg_type "studies" already
+            # exists), SQLite's OperationalError (table alembic_version already exists).
+            race = isinstance(e, (IntegrityError, ProgrammingError)) or "already exists" in first
+            if race and attempt < 4:
                 log.info(f"storage tables being created by another worker ({first}); retrying")
                 time.sleep(1.0 + attempt)
                 continue
+            if isinstance(e, (IntegrityError, ProgrammingError)):
+                raise
+            # unreachable server, wrong password, not a database file
             raise ConnectionError(f"sweep.storage={describe(url)!r} cannot be opened: {first}") from None
     raise AssertionError("unreachable")
 
