@@ -159,6 +159,7 @@ def test_critic_keeps_the_clean_scan_and_min_scan_reads_it(scenario_file):
         "env.num_envs=4",
         f"env.scenarios={scenario_file(SCENE)}",
         "obs=asymmetric",
+        "obs.terms.lidar.params.encoding=linear",  # range / 6 m, so the columns compare to the scans
         *ALL_ON,
     )
     env.step(torch.zeros(4, 3))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from pathlib import Path
 
@@ -276,3 +277,32 @@ def test_bad_lidar_encoding_fails_naming_the_param(override, message):
     """An unknown encoding or a log floor outside (0, max range) fails before the simulator is built."""
     with pytest.raises(ValueError, match=message):
         make_env(compose_config([override]))
+
+
+def test_a_run_stored_before_the_encoding_param_still_reads_a_linear_scan(scenario_file):
+    """Today's default scan is log-encoded. A run trained before ``encoding`` existed stored
+    ``lidar: {params: {}}``; loading it gives the term exactly those params, so it reads the linear
+    scan it was trained on (the wall 2.00 m ahead reads 2/6 = 0.333, not log's 0.732), while a run that
+    stored ``log`` keeps it and a command-line override still wins."""
+    from conftest import BASE
+    from omegaconf import OmegaConf
+
+    from navexp.experiment.run_config import load_run_config
+
+    path = scenario_file("""
+    scenarios:
+      - {name: open, robot: {x: 2.0, y: 0.0}, goal: {x: -2.0, y: 2.0}}
+    """)
+    stored = OmegaConf.to_container(compose_config([*BASE, "env.num_envs=1", f"env.scenarios={path}"]))
+    assert stored["obs"]["terms"]["lidar"]["params"] == {"encoding": "log", "log_min_m": 0.1}
+    before = copy.deepcopy(stored)
+    before["obs"]["terms"]["lidar"] = {"enabled": True, "params": {}}  # what such a run stored
+    old = {"infos": {"config": before}}
+    cfg = load_run_config(old, [])
+    assert dict(cfg.obs.terms.lidar.params) == {}
+    obs, *_ = make_env(cfg).step(torch.zeros(1, 3))
+    assert torch.allclose(obs["policy"][0, [0, 18, 36]], torch.tensor([2 / 6, 4 / 6, 1.0]), atol=2e-3)
+
+    assert load_run_config({"infos": {"config": stored}}, []).obs.terms.lidar.params.encoding == "log"
+    forced = load_run_config(old, ["obs.terms.lidar.params.encoding=log"])
+    assert forced.obs.terms.lidar.params.encoding == "log"

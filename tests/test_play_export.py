@@ -17,7 +17,7 @@ RUN = [
     "eval.num_episodes=4",
     "eval.plot_episodes=4",
     "size=none",
-    "obs.terms.lidar.params.encoding=log",  # the non-default encoding travels through export and deploy
+    "obs.terms.lidar.params.encoding=log",  # must travel through export (a file without it reads linear)
 ]
 
 

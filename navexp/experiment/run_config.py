@@ -26,6 +26,7 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     defaults = compose_config([])
     OmegaConf.set_struct(defaults, False)
     cfg = OmegaConf.merge(defaults, OmegaConf.create(stored))
+    _stored_term_params(cfg, stored)
     keys = set()
     for key in override_keys(overrides):
         package = group_package(key) if (CONFIG_DIR / key).is_dir() else key
@@ -37,6 +38,23 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
         for key in sorted(keys):  # every value is the composed one, so the order does not matter
             OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     return cfg
+
+
+def _stored_term_params(cfg: DictConfig, stored: dict) -> None:
+    """Give every observation and reward term of the stored run exactly the params it was trained with.
+
+    A term function read a param missing from its config as the function's own default, which is what
+    it reads today (a term's signature defaults keep their old meaning: ``lidar``'s ``encoding`` is
+    ``linear``). Merging today's YAML into the stored params would instead hand an old run today's
+    choices (``configs/obs/nav.yaml``'s ``encoding: log``) and evaluate a linear-trained policy on a
+    log scan. Terms the run's config did not hold at all keep today's node (new terms ship disabled).
+    """
+    with open_dict(cfg):
+        for section in ("obs", "reward"):
+            terms = (stored.get(section) or {}).get("terms") or {}
+            for name, tcfg in terms.items():
+                params = (tcfg or {}).get("params") or {}
+                OmegaConf.update(cfg, f"{section}.terms.{name}.params", dict(params), merge=False)
 
 
 def eval_env_cfg(cfg: DictConfig) -> DictConfig:
