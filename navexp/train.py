@@ -175,10 +175,21 @@ def _run(
         _check_ranks_agree(training, start, ctx)
         if not ctx.is_main:
             return objective(cfg, {"success_rate": float("nan")})
-        old = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signalled: list[int] = []
+
+        def on_sigterm(signum, frame):
+            signalled.append(signum)
+            _raise_keyboard_interrupt(signum, frame)
+
+        old = signal.signal(signal.SIGTERM, on_sigterm)
         try:
             return _finish(cfg, training, start, overrides)
-        except KeyboardInterrupt:
+        except BaseException as e:
+            # A KeyboardInterrupt raised inside a library can come out as that library's own error
+            # (omegaconf's cleanup after an interrupted merge: AttributeError): a SIGTERM that arrived is
+            # the reason whatever the exception says.
+            if not (isinstance(e, KeyboardInterrupt) or signalled):
+                raise
             print(
                 f"[navexp] interrupted during the final evaluation: training finished and is saved in "
                 f"{training.runner.last_checkpoint}; eval.json was not written. Evaluate it with "
@@ -186,7 +197,9 @@ def _run(
                 f"on to ppo.max_iterations if not reached, then runs the final evaluation)",
                 flush=True,
             )
-            raise
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise KeyboardInterrupt(f"signal {signalled[0]}") from e
         finally:
             signal.signal(signal.SIGTERM, old)
     except BaseException as e:

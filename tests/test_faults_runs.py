@@ -242,6 +242,33 @@ def test_sigterm_during_the_final_evaluation_says_what_survived(tmp_path):
     assert ckpt_names(run_dir) == ["model_0.pt", "model_1.pt"] and not (run_dir / "eval.json").exists()
 
 
+def test_a_sigterm_that_a_library_turns_into_its_own_error_is_still_the_interruption(
+    tmp_path, monkeypatch, capsys
+):
+    """A SIGTERM whose KeyboardInterrupt a library replaces with its own error (omegaconf's cleanup
+    after an interrupted merge raised AttributeError, seen as 'suite ...: NoneType object has no
+    attribute _invalidate_flags_cache') still ends as the interruption, naming the saved checkpoint."""
+    import navexp.train as train
+
+    def finish_mangled(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises KeyboardInterrupt right here
+        except KeyboardInterrupt:
+            raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'") from None
+        raise AssertionError("the SIGTERM handler did not run")
+
+    monkeypatch.setattr(train, "_finish", finish_mangled)
+    overrides = [*TINY, *NO_MEDIA, "size=none"]
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="signal 15"):
+        run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
+    saved = tmp_path / "run" / "model_1.pt"
+    assert f"interrupted during the final evaluation: training finished and is saved in {saved}" in (
+        capsys.readouterr().out
+    )
+    assert saved.is_file() and signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+
+
 def test_the_guard_leaves_other_torchrun_ranks_alone(tmp_path, monkeypatch):
     """Under torchrun only rank 0 owns the run directory: on RANK=1 the callback neither validates,
     locks nor removes anything (its hydra.run.dir is '.', which may hold anything)."""
