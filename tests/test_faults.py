@@ -22,7 +22,7 @@ import pytest
 import torch
 from conftest import TINY
 
-from navexp import compose_config
+from navexp import compose_config, make_env
 from navexp.train import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,6 +153,12 @@ def test_default_run_dirs_differ_within_one_second():
             r"'privileged'\].*obs.privileged_enabled: checkpoint False, this config True",
         ),
         (
+            "obs.terms.lidar.params.encoding=linear",
+            r"trained with observation term 'lidar' params \{'encoding': 'log', 'log_min_m': 0.1\}; this "
+            r"config gives \{'encoding': 'linear', 'log_min_m': 0.1\}; resume with "
+            r"obs.terms.lidar.params.encoding=log \(it is linear here\)",
+        ),
+        (
             "ppo.hidden_dims=[64,64]",
             r"actor mlp.0.weight: checkpoint \(256, 78\), this config \(64, 78\).*"
             r"ppo.hidden_dims: checkpoint \[256, 256\], this config \[64, 64\]",
@@ -165,6 +171,23 @@ def test_incompatible_resume_names_both_sides_and_touches_nothing(trained, tmp_p
     with pytest.raises(ValueError, match=message):
         run(compose_config([*RUN, override, f"resume={trained}"]), tmp_path / "x", RUN, quiet=True)
     assert snapshot(trained) == before and not (tmp_path / "x").exists()
+
+
+def test_resuming_a_run_from_before_the_encoding_param_asks_for_its_linear_scan(trained, tmp_path):
+    """A run stored before ``encoding`` existed (``lidar: {params: {}}``) was trained on the linear scan;
+    resuming it on today's default (log) would feed its network other numbers in the same layout: the
+    resume fails naming the override that keeps the linear scan, and with that override it fits."""
+    from navexp.learn.checkpoint import check_obs_params, load_checkpoint
+
+    ckpt = load_checkpoint(trained / "model_1.pt")
+    ckpt["infos"]["config"]["obs"]["terms"]["lidar"]["params"] = {}
+    env = make_env(compose_config([*RUN]))
+    with pytest.raises(
+        ValueError, match=r"resume with obs.terms.lidar.params.encoding=linear \(it is log here\)"
+    ):
+        check_obs_params(ckpt, env.obs_manager.groups)
+    linear = make_env(compose_config([*RUN, "obs.terms.lidar.params.encoding=linear"]))
+    check_obs_params(ckpt, linear.obs_manager.groups)
 
 
 # -- 3. checkpoints load with weights_only=True ---------------------------------------------------

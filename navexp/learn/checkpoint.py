@@ -28,6 +28,8 @@ import torch
 from omegaconf import OmegaConf
 from rsl_rl.utils import resolve_class, resolve_obs_groups
 
+from navexp.task.obs.terms import OBS_TERMS
+
 SAFE_GLOBALS: list = []
 """Globals allowed beyond torch's weights-only defaults: none (navexp writes only plain types)."""
 
@@ -257,6 +259,29 @@ def _shape_diffs(theirs: dict, ours: dict) -> list[str]:
     return out
 
 
+def check_obs_params(ckpt: dict, groups: dict) -> None:
+    """Raise ValueError when an observation term of this config reads the world differently from how
+    the checkpoint's network was trained (``lidar``'s ``encoding``, a scale): the layout and widths would
+    match and the policy would silently see other numbers. The trained params are the stored ones over
+    the term function's defaults, as training resolved them (a run stored before a param existed read
+    its default)."""
+    stored = (((ckpt.get("infos") or {}).get("config") or {}).get("obs") or {}).get("terms")
+    if stored is None:
+        return
+    for term in (t for terms in groups.values() for t in terms if t.name in stored):
+        trained = OBS_TERMS.get(term.name).resolve_params(
+            (stored[term.name] or {}).get("params"), "observation"
+        )
+        changed = {k: (trained[k], v) for k, v in term.params.items() if trained.get(k) != v}
+        if changed:
+            k, (was, now) = next(iter(changed.items()))
+            raise ValueError(
+                f"checkpoint {ckpt['_path']} was trained with observation term '{term.name}' params "
+                f"{trained}; this config gives {term.params}; resume with "
+                f"obs.terms.{term.name}.params.{k}={was} (it is {now} here)"
+            )
+
+
 def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
     """Everything a resume needs to fit, checked before anything is written: the policy observation
     layout, the observation groups and widths of actor and critic, and every model tensor's shape.
@@ -266,6 +291,7 @@ def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
     check_robot(ckpt, env.robot.name)
     check_model(ckpt, str(cfg.ppo.model))
     check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
+    check_obs_params(ckpt, om.groups)
     infos = ckpt.get("infos") or {}
     hint = _config_diff(ckpt, cfg)
     theirs_groups = infos.get("obs_groups")
