@@ -179,7 +179,7 @@ def test_resuming_a_run_from_before_the_encoding_param_asks_for_its_linear_scan(
     resume fails naming the override that keeps the linear scan, and with that override it fits."""
     from navexp.learn.checkpoint import check_obs_params, load_checkpoint
 
-    ckpt = load_checkpoint(trained / "model_1.pt")
+    ckpt = load_checkpoint(trained)  # its latest model_<it>.pt
     ckpt["infos"]["config"]["obs"]["terms"]["lidar"]["params"] = {}
     env = make_env(compose_config([*RUN]))
     with pytest.raises(
