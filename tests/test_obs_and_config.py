@@ -113,6 +113,7 @@ def test_bcppo_is_the_design_table():
         "timeout": -4.0,
         "out_of_bounds": 0.0,
         "path_progress": 0.0,  # every registered term is in every variant; off in the design table
+        "closing_speed": 0.0,
     }
     assert t.near_obstacle.params.safe_dist == 0.25 and t.backward.params.thresh == -0.05
     assert t.stuck.params.window == 25 and t.stuck.params.min_move == 0.30

@@ -56,6 +56,26 @@ def test_near_obstacle_ramps_inside_safe_dist():
     assert torch.allclose(R.near_obstacle(s), torch.tensor([0.0, 0.2, 1.0]))
 
 
+def test_closing_speed_counts_only_motion_towards_a_near_surface():
+    """4 beams: ahead, left, behind, right; robot radius 0.2, zone 0.3 m beyond its edge.
+    World 0: a wall 0.35 m ahead (gap 0.15 -> nearness 1 - 0.15/0.3 = 0.5), driving at 1.5 m/s into
+    it: (1.5/1.5)^2 * 0.5 = 0.5. World 1: the same wall, 0.75 m/s along it (left): 0. World 2: the
+    wall, 0.75 m/s half ahead, half left (0.6, 0.45): only the ahead beam is near, (0.6/1.5)^2 * 0.5
+    = 0.08. World 3: 1.5 m/s ahead, the wall 0.6 m away (gap 0.4 > zone): 0. World 4: backing away at
+    1.5 m/s from a wall 0.25 m behind (nearness 1 - 0.05/0.3): 0."""
+    s = state(5)
+    far = 6.0
+    wall_ahead = [0.35, far, far, far]
+    s.scan_clean = torch.tensor(
+        [wall_ahead, wall_ahead, wall_ahead, [0.6, far, far, far], [far, far, 0.25, far]]
+    )
+    s.vel_body = torch.tensor([[1.5, 0.0], [0.0, 0.75], [0.6, 0.45], [1.5, 0.0], [1.5, 0.0]])
+    assert torch.allclose(R.closing_speed(s), torch.tensor([0.5, 0.0, 0.08, 0.0, 0.0]), atol=1e-6)
+    s.vel_body[4] = torch.tensor([-0.75, 0.0])  # now towards it: (0.75/1.5)^2 * (1 - 0.05/0.3) = 0.2083
+    assert R.closing_speed(s)[4].item() == pytest.approx(0.25 * (1 - 0.05 / 0.3), abs=1e-6)
+    assert R.closing_speed(s, zone_m=0.1)[0].item() == 0.0  # gap 0.15 lies outside a 0.1 m zone
+
+
 def test_action_smooth_and_backward():
     """a_t - a_{t-1} = (0.5, -0.5, 1) -> 0.25 + 0.25 + 1 = 1.5;
     backward: -0.05 - (-0.45) = 0.4, and 0 forward."""

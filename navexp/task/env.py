@@ -74,6 +74,8 @@ class NavEnv(VecEnv):
             position_window=env_cfg.position_window,
             room_half_x_m=self.half_x,
             room_half_y_m=self.half_y,
+            robot_radius_m=robot.radius_m,
+            lidar_fov_deg=env_cfg.lidar.fov_deg,
         )
         n, dev = self.num_envs, self.device
         # Terms are resolved before the simulator: a config error costs no kernel compile.

@@ -34,6 +34,10 @@ class EnvDims:
     position_window: int
     room_half_x_m: float
     room_half_y_m: float
+    robot_radius_m: float = 0.2
+    """Radius of the robot's collision cylinder (m); scan ranges are measured from its centre."""
+    lidar_fov_deg: float = 360.0
+    """Field of view of the scan (``navexp.sim.lidar.beam_angles`` gives each beam's angle)."""
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from navexp.sim.lidar import beam_angles
 from navexp.task.registry import Registry
 from navexp.task.state import NavState, check_reads
 
@@ -64,6 +65,34 @@ def time(s: NavState) -> torch.Tensor:
 def near_obstacle(s: NavState, safe_dist: float = 0.25) -> torch.Tensor:
     """clip((safe_dist - min_scan) / safe_dist, 0, 1); min_scan from the robot centre (m)."""
     return ((safe_dist - s.min_scan) / safe_dist).clamp(0.0, 1.0)
+
+
+_BEAM_DIRS: dict[tuple[int, float, str], torch.Tensor] = {}
+
+
+def beam_directions(s: NavState) -> torch.Tensor:
+    """[B, 2] unit vector of every beam in the body frame (cached per beam pattern and device)."""
+    key = (s.dims.num_beams, s.dims.lidar_fov_deg, str(s.scan_clean.device))
+    if key not in _BEAM_DIRS:
+        a = beam_angles(s.dims.num_beams, s.dims.lidar_fov_deg).to(s.scan_clean)
+        _BEAM_DIRS[key] = torch.stack([a.cos(), a.sin()], dim=-1)
+    return _BEAM_DIRS[key]
+
+
+@reward_term("closing_speed")
+def closing_speed(s: NavState, zone_m: float = 0.3) -> torch.Tensor:
+    """How fast the robot closes on a surface near its edge: the max over beams k of
+    (max(0, v . u_k) / v_max)^2 * clip(1 - gap_k / zone_m, 0, 1), with u_k the beam's direction and
+    gap_k = range_k - robot radius the free way beyond the robot's edge along it (m, clean scan).
+
+    Zero when the robot moves along a wall or away from it, or when nothing is within ``zone_m`` of
+    its edge; 1 at full speed into a surface it touches. Squared in speed, so slowing down near a
+    surface pays more than the progress it costs (a linear penalty would only rescale progress).
+    The scan is the one the action was chosen on, the velocity the one the action produced (body
+    frame at the end of the step; the yaw turned by at most ``max_ang_vel * control_dt`` between)."""
+    closing = (s.vel_body @ beam_directions(s).T).clamp_min(0.0) / s.dims.max_lin_vel_mps  # [N, B]
+    near = (1.0 - (s.scan_clean - s.dims.robot_radius_m) / zone_m).clamp(0.0, 1.0)
+    return (closing.square() * near).amax(dim=-1)
 
 
 @reward_term("action_smooth")
