@@ -6,7 +6,8 @@ of r (the robot's radius is 0.2 m: r = 0.2 is the free-path check itself).
 
 With ``checkpoint=<run>``: the run's policy plays ``layouts`` held-out episodes of each family alone
 (its stored config, as ``navexp.evaluate`` does), and its success and collision rates are split by each
-episode's bottleneck: the widest r of the ladder its layout still passes.
+episode's bottleneck: the widest r of the ladder its layout still passes; then how fast the robot
+was moving one control step before each collision, and in which direction.
 
     python scripts/path_clearance.py [layouts=200] [env=traps] [more config overrides ...]
     python scripts/path_clearance.py checkpoint=outputs/navexp/<run> [layouts=200] [families=grid,random]
@@ -78,7 +79,8 @@ def outcomes(checkpoint: str, families: list[str], overrides: list[str], layouts
         def record(env, rounds=rounds) -> None:  # each round's layouts, before its episodes run
             rounds.append(passable(env.layout, env.half_x, env.half_y))
 
-        table = run_episodes(ev.actor, ev.env, layouts, on_round=record)
+        speed = ImpactSpeed(ev.env)
+        table = run_episodes(ev.actor, ev.env, layouts, on_round=record, on_step=speed)
         widest = bottleneck(np.concatenate(rounds)[: len(table.reason)])  # the last round: its first worlds
         won, hit = table.reason == SUCCESS, table.reason == COLLISION
         for k in sorted(set(widest.tolist()), reverse=True):
@@ -88,6 +90,34 @@ def outcomes(checkpoint: str, families: list[str], overrides: list[str], layouts
             rates = f"{100 * won[m].mean():7.1f} % {100 * hit[m].mean():8.1f} %"
             print(f"{family:11s} {label:12s} {int(m.sum()):9d} {rates}", flush=True)
         print(f"{family:11s} {'all':12s} {len(widest):9d} {100 * won.mean():7.1f} %", flush=True)
+        print(f"{family:11s} {speed.summary()}", flush=True)
+
+
+class ImpactSpeed:
+    """``on_step`` hook: the robot's speed one control step before each collision (the speed it chose
+    to drive with the last scan it saw), and how much of it pointed sideways or backwards."""
+
+    def __init__(self, env) -> None:
+        self.prev = torch.zeros(env.num_envs, 2, device=env.device)
+        self.speeds: list[float] = []
+        self.forward: list[float] = []
+
+    def __call__(self, env, active: torch.Tensor) -> None:
+        hit = active & env.held & (env.state.reason == COLLISION)
+        v = self.prev[hit]
+        self.speeds += v.norm(dim=-1).tolist()
+        self.forward += (v[:, 0] / v.norm(dim=-1).clamp_min(1e-6)).tolist()
+        self.prev = env.state.vel_body.clone()
+
+    def summary(self) -> str:
+        if not self.speeds:
+            return "no collisions"
+        speed, fwd = np.asarray(self.speeds), np.asarray(self.forward)
+        return (
+            f"{len(speed)} collisions: speed one step before, median {np.median(speed):.2f} m/s "
+            f"(max {speed.max():.2f}); {100 * (fwd < 0.5).mean():.0f} % of them moving more than 60 deg "
+            "off the robot's heading (sideways or backwards)"
+        )
 
 
 def main(argv: list[str]) -> None:

@@ -435,3 +435,52 @@ def test_every_model_kind_has_a_numpy_twin_and_names_are_unique():
         register_model(Again)
     with pytest.raises(ValueError, match=r"ppo.model='gpt' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"):
         get_model("gpt")
+
+
+def test_a_state_dependent_std_deploys_its_mean(tmp_path):
+    """ppo.state_dependent_std=true: rsl_rl's heteroscedastic Gaussian, whose last layer outputs the mean
+    rows then the std rows. The std head is given weights of its own, so an export that kept all 6 rows
+    or the wrong 3 would differ; TorchScript, ONNX and NumpyPolicy give the mean within 1e-5."""
+    import onnxruntime as ort
+    from rsl_rl.utils import resolve_class
+
+    from navexp.deploy import NumpyPolicy
+    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.learn.rl_cfg import build_train_cfg
+
+    train_cfg = build_train_cfg(compose_config(["ppo.state_dependent_std=true", "ppo.std_type=log"]))
+    assert train_cfg["actor"]["distribution_cfg"]["class_name"] == "HeteroscedasticGaussianDistribution"
+    torch.manual_seed(3)
+    x = torch.rand(5, 78)
+    obs = TensorDict({"policy": x}, batch_size=[5])
+    actor_class, actor_cfg = resolve_class(train_cfg["actor"])
+    actor = actor_class(obs, {"actor": ["policy"]}, "actor", 3, **actor_cfg)
+    last = [m for m in actor.mlp if isinstance(m, torch.nn.Linear)][-1]
+    assert last.out_features == 6
+    with torch.no_grad():
+        last.weight[3:].normal_()  # the std head: zero at init, learned afterwards
+    _fill_normalizer(actor, x)
+    with torch.inference_mode():
+        expected = actor(obs)
+        assert expected.shape == (5, 3)
+        assert torch.allclose(torch.jit.script(actor.as_jit())(x), expected, atol=1e-6)
+        actor.train()
+        actor(obs, stochastic_output=True)
+        std = actor.distribution.std
+        actor.eval()
+    assert std.shape == (5, 3) and not torch.allclose(std[0], std[1])  # it depends on the observation
+    export_onnx(actor, 78, tmp_path / "p.onnx")
+    out = ort.InferenceSession(str(tmp_path / "p.onnx")).run(["actions"], {"obs": x.numpy()})[0]
+    assert np.abs(out - expected.numpy()).max() < 1e-5
+    np.savez(
+        tmp_path / "p.npz",
+        activation="elu",
+        eps=float(actor.obs_normalizer.eps),
+        meta=json.dumps(_meta(1)),
+        obs_mean=actor.obs_normalizer._mean[0].double().numpy(),
+        obs_std=actor.obs_normalizer._std[0].double().numpy(),
+        **numpy_arrays(actor, "mlp"),
+    )
+    policy = NumpyPolicy.load(str(tmp_path / "p.npz"))
+    for i in range(5):
+        assert np.abs(policy.act(x[i].numpy()) - expected[i].clamp(-1, 1).numpy()).max() < 1e-5

@@ -186,6 +186,10 @@ def numpy_arrays(actor, kind: str) -> dict[str, np.ndarray]:
     out = {"model": np.array(kind), "num_layers": np.array(len(linears))}
     out.update({f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)})
     out.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
+    dist = actor.distribution
+    if isinstance(dist.input_dim, list):  # ppo.state_dependent_std: the head outputs [mean; std] rows
+        last, rows = len(linears) - 1, dist.output_dim
+        out[f"w{last}"], out[f"b{last}"] = out[f"w{last}"][:rows], out[f"b{last}"][:rows]
     out.update(get_model(kind).numpy_weights(actor))
     return out
 

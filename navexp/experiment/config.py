@@ -108,6 +108,10 @@ class PpoCfg:
     obs_normalization: bool = True
     init_std: float = 1.0
     std_type: str = "scalar"
+    state_dependent_std: bool = False
+    """False: one learned action std per action dimension (rsl_rl GaussianDistribution). True: the actor's
+    MLP outputs the std beside the mean (rsl_rl HeteroscedasticGaussianDistribution), so the policy can
+    explore less where a small error costs a collision (a tight gap) and more in the open."""
     init_at_random_ep_len: bool = True
     actor_obs_groups: list[str] = field(default_factory=lambda: ["policy"])
     """Groups the actor reads; only DEPLOYABLE groups are allowed (a SIM_ONLY group is an error)."""

@@ -88,7 +88,9 @@ def model_cfgs(p: Any, num_beams: int, history_length: int) -> tuple[dict[str, A
     actor = {
         **base,
         "distribution_cfg": {
-            "class_name": "GaussianDistribution",
+            "class_name": "HeteroscedasticGaussianDistribution"
+            if p.state_dependent_std
+            else "GaussianDistribution",
             "init_std": float(p.init_std),
             "std_type": str(p.std_type),
         },
