@@ -272,6 +272,24 @@ def _fill_normalizer(model: torch.nn.Module, rows: torch.Tensor) -> None:
     model.eval()
 
 
+def _save_npz(
+    path: Path, model: torch.nn.Module, kind: str, history: int = 1, arrays: dict | None = None
+) -> None:
+    """The .npz ``navexp.export`` writes, from an untrained model (its normaliser and weights)."""
+    from navexp.deploy.export import numpy_arrays
+
+    norm = model.obs_normalizer
+    np.savez(
+        path,
+        activation="elu",
+        eps=float(norm.eps),
+        meta=json.dumps(_meta(history)),
+        obs_mean=norm._mean[0].double().numpy(),
+        obs_std=norm._std[0].double().numpy(),
+        **numpy_arrays(model, kind),
+    )
+
+
 def test_lstm_of_two_layers_exports_and_deploys(tmp_path):
     """An untrained 2-layer LSTM actor: ONNX (h_in, c_in -> h_out, c_out) and NumpyPolicy follow torch
     within 1e-5 over 12 steps of 3 worlds, with world 1's state reset after step 5."""
@@ -279,7 +297,7 @@ def test_lstm_of_two_layers_exports_and_deploys(tmp_path):
     from rsl_rl.models import RNNModel
 
     from navexp.deploy import NumpyPolicy
-    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.deploy.export import export_onnx
     from navexp.learn.models import reset_hidden
 
     torch.manual_seed(1)
@@ -290,16 +308,7 @@ def test_lstm_of_two_layers_exports_and_deploys(tmp_path):
     _fill_normalizer(actor, seq.reshape(-1, 78))
     export_onnx(actor, 78, tmp_path / "p.onnx")
     sess = ort.InferenceSession(str(tmp_path / "p.onnx"))
-    arrays = {k: v for k, v in numpy_arrays(actor, "rnn").items()}
-    np.savez(
-        tmp_path / "p.npz",
-        activation="elu",
-        eps=float(actor.obs_normalizer.eps),
-        meta=json.dumps(_meta(1)),
-        obs_mean=actor.obs_normalizer._mean[0].double().numpy(),
-        obs_std=actor.obs_normalizer._std[0].double().numpy(),
-        **arrays,
-    )
+    _save_npz(tmp_path / "p.npz", actor, "rnn")
     policies = [NumpyPolicy.load(str(tmp_path / "p.npz")) for _ in range(3)]
     h = c = np.zeros((2, 3, 16), dtype=np.float32)
     with torch.inference_mode():
@@ -321,7 +330,7 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
     import onnxruntime as ort
 
     from navexp.deploy import NumpyPolicy
-    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.deploy.export import export_onnx
     from navexp.learn.models.cnn import ScanCNNModel
 
     torch.manual_seed(2)
@@ -337,16 +346,7 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
     export_onnx(model, 156, tmp_path / "p.onnx")
     out = ort.InferenceSession(str(tmp_path / "p.onnx")).run(["actions"], {"obs": x.numpy()})[0]
     assert np.abs(out - expected.numpy()).max() < 1e-5
-    arrays = numpy_arrays(model, "cnn")
-    np.savez(
-        tmp_path / "p.npz",
-        activation="elu",
-        eps=float(model.obs_normalizer.eps),
-        meta=json.dumps(_meta(2)),
-        obs_mean=model.obs_normalizer._mean[0].double().numpy(),
-        obs_std=model.obs_normalizer._std[0].double().numpy(),
-        **arrays,
-    )
+    _save_npz(tmp_path / "p.npz", model, "cnn", history=2)
     policy = NumpyPolicy.load(str(tmp_path / "p.npz"))
     for i in range(5):
         assert np.abs(policy.act(x[i].numpy()) - expected[i].clamp(-1, 1).numpy()).max() < 1e-5
@@ -445,7 +445,7 @@ def test_a_state_dependent_std_deploys_its_mean(tmp_path):
     from rsl_rl.utils import resolve_class
 
     from navexp.deploy import NumpyPolicy
-    from navexp.deploy.export import export_onnx, numpy_arrays
+    from navexp.deploy.export import export_onnx
     from navexp.learn.rl_cfg import build_train_cfg
 
     train_cfg = build_train_cfg(compose_config(["ppo.state_dependent_std=true", "ppo.std_type=log"]))
@@ -472,15 +472,7 @@ def test_a_state_dependent_std_deploys_its_mean(tmp_path):
     export_onnx(actor, 78, tmp_path / "p.onnx")
     out = ort.InferenceSession(str(tmp_path / "p.onnx")).run(["actions"], {"obs": x.numpy()})[0]
     assert np.abs(out - expected.numpy()).max() < 1e-5
-    np.savez(
-        tmp_path / "p.npz",
-        activation="elu",
-        eps=float(actor.obs_normalizer.eps),
-        meta=json.dumps(_meta(1)),
-        obs_mean=actor.obs_normalizer._mean[0].double().numpy(),
-        obs_std=actor.obs_normalizer._std[0].double().numpy(),
-        **numpy_arrays(actor, "mlp"),
-    )
+    _save_npz(tmp_path / "p.npz", actor, "mlp")
     policy = NumpyPolicy.load(str(tmp_path / "p.npz"))
     for i in range(5):
         assert np.abs(policy.act(x[i].numpy()) - expected[i].clamp(-1, 1).numpy()).max() < 1e-5
