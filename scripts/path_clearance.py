@@ -95,7 +95,9 @@ def outcomes(checkpoint: str, families: list[str], overrides: list[str], layouts
 
 class ImpactSpeed:
     """``on_step`` hook: the robot's speed one control step before each collision (the speed it chose
-    to drive with the last scan it saw), and how much of it pointed sideways or backwards."""
+    to drive with the last scan it saw), and how much of it pointed sideways or backwards. It sees every
+    world of every round: when ``layouts`` is not a multiple of the worlds, the last round's surplus
+    worlds (not in the success table) count here too."""
 
     def __init__(self, env) -> None:
         self.prev = torch.zeros(env.num_envs, 2, device=env.device)
