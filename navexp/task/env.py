@@ -32,6 +32,7 @@ from navexp.task.obs.manager import ObservationManager
 from navexp.task.rewards.manager import RewardManager
 from navexp.task.rewards.terminations import compute_terminations
 from navexp.task.robots import make_robot
+from navexp.task.robots.safety_filter import SafetyFilter
 from navexp.task.state import EnvDims, NavState
 from navexp.task.validation import validate_env_cfg
 
@@ -144,6 +145,17 @@ class NavEnv(VecEnv):
         )
         """Clean scan -> the policy's scan (noise, dropout, jitter, bias/scale, min range, quantisation,
         latency), drawing from the layout/noise generator."""
+        self.safety_filter: SafetyFilter | None = None
+        """Scales the commanded linear velocity on the policy's scan (``env.robot.safety_horizon_s``)."""
+        if self.robot.safety_horizon_s > 0:
+            self.safety_filter = SafetyFilter(
+                beam_angles(lidar.num_beams, lidar.fov_deg).to(dev, torch.float32),
+                robot.radius_m,
+                self.robot.safety_margin_m,
+                self.robot.safety_horizon_s,
+                self.robot.linear_axes,
+                self.max_lin_vel_mps,
+            )
         self.check_finite = bool(env_cfg.check_finite)
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
@@ -329,7 +341,10 @@ class NavEnv(VecEnv):
         return actions.clamp(-1.0, 1.0)
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
-        """Servo targets for the clipped actions [N, A], mapped by the robot at the current poses."""
+        """Servo targets for the clipped actions [N, A] (through the safety filter, on the scan the
+        action was chosen on, where it is on), mapped by the robot at the current poses."""
+        if self.safety_filter is not None:
+            a = self.safety_filter(a, self.state.scan)
         self.robot.write_ctrl(a, self.sim.qpos, self.sim.ctrl)
 
     def _reset_where(self, mask: torch.Tensor) -> None:

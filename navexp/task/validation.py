@@ -43,6 +43,8 @@ def validate_env_cfg(cfg: Any) -> None:
         _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
     for key in ("radius_m", "half_height_m", "mass_kg", "max_lin_vel_mps", "max_ang_vel_radps"):
         _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
+    for key in ("safety_horizon_s", "safety_margin_m"):
+        _check(getattr(robot, key, 0.0) >= 0, f"robot.{key}", getattr(robot, key, 0.0), ">= 0")
     _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
     _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
     walls = getattr(obst, "wall_slots", 0)

@@ -36,6 +36,9 @@ class Robot:
     """Meaning of each action component, in order (body frame)."""
     action_units: ClassVar[tuple[str, ...]]
     """Unit of each component after scaling."""
+    linear_axes: ClassVar[tuple[int, ...]] = (0, 1)
+    """Action components that command the body-frame linear velocity, (forward[, left]) in that order:
+    the ones the safety filter scales (``navexp.task.robots.safety_filter``)."""
     default_params: ClassVar[dict[str, Any]] = {}
     """Robot-specific settings (``env.robot.params``) and their defaults."""
     coupled_inertia: ClassVar[bool] = False
@@ -47,6 +50,8 @@ class Robot:
         self.cfg = cfg
         self.max_lin_vel_mps = float(cfg.max_lin_vel_mps)
         self.max_ang_vel_radps = float(cfg.max_ang_vel_radps)
+        self.safety_horizon_s = float(getattr(cfg, "safety_horizon_s", 0.0))
+        self.safety_margin_m = float(getattr(cfg, "safety_margin_m", 0.02))
         self.params = self.resolve_params(getattr(cfg, "params", None))
 
     @classmethod
@@ -94,3 +99,14 @@ class Robot:
             "units": list(self.action_units),
             "frame": "body",
         }
+        if self.safety_horizon_s > 0:
+            meta["safety_filter"] = {
+                "horizon_s": self.safety_horizon_s,
+                "margin_m": self.safety_margin_m,
+                "radius_m": float(self.cfg.radius_m),
+                "linear_axes": list(self.linear_axes),
+                "max_lin_vel_mps": self.max_lin_vel_mps,
+                "rule": "scale the linear components by the first fraction of a sweep of the disc "
+                "(radius_m + margin_m) along command * horizon_s that touches a scan point (1 if none)",
+            }
+        return meta

@@ -36,6 +36,7 @@ class DiffDrive(Robot):
     name = "diffdrive"
     action_names = ("forward", "yaw_rate")
     action_units = ("m/s", "rad/s")
+    linear_axes = (0,)
     default_params = {"lateral_kv": 1000.0, "lateral_force_limit_n": 200.0}
     coupled_inertia = True
 
