@@ -26,6 +26,7 @@ from collections import deque
 import numpy as np
 
 from navexp.deploy.numpy_nets import ACTIVATIONS, NUMPY_MODELS, NumpyRNN, mlp, scan_cnn_latent
+from navexp.deploy.safety_filter import apply_safety_filter
 from navexp.task.obs.numpy_terms import get_twin
 
 
@@ -177,4 +178,7 @@ class NumpyPolicy:
                 f"the policy outputs {a.shape[0]} actions, the action block names {self.action_names}"
             )
         self.prev_action = a
-        return tuple(float(v) for v in a * self.action_scale)
+        command = a * self.action_scale
+        if "safety_filter" in self.meta["action"]:  # the robot was trained with it: apply it the same way
+            command = apply_safety_filter(command, scan_m, self.meta)
+        return tuple(float(v) for v in command)

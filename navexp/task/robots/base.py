@@ -90,8 +90,8 @@ class Robot:
 
     def action_meta(self) -> dict[str, Any]:
         """The ``action`` block of the export metadata: how a robot turns the policy output into a
-        command (``command = clip(output, -1, 1) * scale``)."""
-        return {
+        command (``command = clip(output, -1, 1) * scale``, then the safety filter where it is on)."""
+        meta = {
             "robot": self.name,
             "order": list(self.action_names),
             "clip": [-1.0, 1.0],
