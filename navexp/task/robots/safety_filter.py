@@ -6,37 +6,53 @@ Each beam's return is a point ``p`` in the body frame. Moving at the commanded b
 first fraction ``t`` of that sweep at which the disc touches ``p`` solves ``|p - t d| = rho``. The
 command is scaled by the smallest such ``t`` over the beams (1 where no point is in the way), so its
 direction is kept: motion along a wall or away from a surface is untouched, motion towards one is
-slowed to what stops the disc at the margin, and stopped once the margin is reached. The yaw rate is
-never changed. A robot declares which action components are linear (``Robot.linear_axes``); the robot
-and deploy read the same values (``navexp.deploy.safety_filter`` is the numpy twin, tests compare them).
+slowed to what stops the disc at the margin. Once the nearest return is inside the margin, the
+command's component towards it is removed first (a robot that can only drive forward stops instead)
+and the sweep keeps the robot's present clearance (less 1 mm) instead of the margin: the robot can
+still slide along the surface or leave it, but not get nearer. The yaw rate is never changed. A robot
+declares which action components are linear (``Robot.linear_axes``); ``navexp.deploy.safety_filter``
+is the numpy twin (tests compare them). The margin also takes up the servo's lag (about 1.5 cm at
+full speed with the default servos).
 """
 
 from __future__ import annotations
 
 import torch
 
+INSIDE_SLACK_M = 1e-3
+"""Inside the margin the sweep keeps the present clearance less this (m), so sliding along stays free."""
 
-def sweep_fraction(
+
+def filter_velocity(
     scan_m: torch.Tensor,
     cos_sin: torch.Tensor,
     vel_body: torch.Tensor,
     radius_m: float,
     margin_m: float,
     horizon_s: float,
+    holonomic: bool = True,
 ) -> torch.Tensor:
-    """[N] scale in [0, 1] for the body-frame linear velocity ``vel_body`` [N, 2] (m/s) given the scan
-    ``scan_m`` [N, B] (m, misses at max range) along beam directions ``cos_sin`` [B, 2]."""
+    """[N, 2] the body-frame linear velocity ``vel_body`` [N, 2] (m/s) filtered on the scan ``scan_m``
+    [N, B] (m, misses at max range) along beam directions ``cos_sin`` [B, 2]. ``holonomic=False``: a
+    robot that moves only along x (its y velocity must be 0)."""
+    nearest, idx = scan_m.min(dim=-1)
+    rho = torch.minimum(nearest - INSIDE_SLACK_M, torch.full_like(nearest, radius_m + margin_m))
+    towards = cos_sin[idx]  # [N, 2] direction of the nearest return
+    approach = (vel_body * towards).sum(-1, keepdim=True)
+    blocked = (nearest < radius_m + margin_m).unsqueeze(-1) & (approach > 0)
+    if holonomic:
+        vel_body = vel_body - torch.where(blocked, approach, 0.0) * towards
+    else:
+        vel_body = torch.where(blocked, 0.0, vel_body)
     points = scan_m.unsqueeze(-1) * cos_sin  # [N, B, 2]
     sweep = vel_body * horizon_s  # [N, 2]
     a = (sweep * sweep).sum(-1, keepdim=True)  # [N, 1]
     b = (points * sweep.unsqueeze(1)).sum(-1)  # [N, B] > 0: the point lies ahead of the motion
-    rho = radius_m + margin_m
-    c = (points * points).sum(-1) - rho * rho  # [N, B] < 0: already inside the margin
+    c = (points * points).sum(-1) - (rho * rho).unsqueeze(-1)  # [N, B] > 0: every point is outside rho
     disc = b * b - a * c
     t = (b - disc.clamp(min=0.0).sqrt()) / a.clamp(min=1e-12)
-    hit = (b > 0) & (disc >= 0)
-    t = torch.where(hit, t.clamp(min=0.0), torch.ones_like(t))
-    return t.min(dim=-1).values.clamp(max=1.0)
+    t = torch.where((b > 0) & (disc >= 0), t, torch.ones_like(t))
+    return vel_body * t.min(dim=-1, keepdim=True).values.clamp(max=1.0)
 
 
 class SafetyFilter:
@@ -57,10 +73,12 @@ class SafetyFilter:
         self.max_lin_vel_mps = float(max_lin_vel_mps)
 
     def __call__(self, action: torch.Tensor, scan_m: torch.Tensor) -> torch.Tensor:
-        """Clipped actions [N, A] -> the same with the linear components scaled (a new tensor)."""
-        lin = action[:, self.linear_axes] * self.max_lin_vel_mps
-        vel = torch.nn.functional.pad(lin, (0, 2 - lin.shape[1]))  # diffdrive: (forward, 0)
-        scale = sweep_fraction(scan_m, self.cos_sin, vel, self.radius_m, self.margin_m, self.horizon_s)
+        """Clipped actions [N, A] -> the same with the linear components filtered (a new tensor)."""
+        axes, n = self.linear_axes, len(self.linear_axes)
+        vel = torch.nn.functional.pad(action[:, axes] * self.max_lin_vel_mps, (0, 2 - n))
+        vel = filter_velocity(
+            scan_m, self.cos_sin, vel, self.radius_m, self.margin_m, self.horizon_s, holonomic=n == 2
+        )
         out = action.clone()
-        out[:, self.linear_axes] = action[:, self.linear_axes] * scale.unsqueeze(-1)
+        out[:, axes] = vel[:, :n] / self.max_lin_vel_mps
         return out
