@@ -161,3 +161,37 @@ def test_bad_checkpoints_fail_cleanly(run_dir, tmp_path):
     torch.save({"weights": 1}, junk)
     with pytest.raises(ValueError, match="not an rsl_rl/navexp checkpoint"):
         export.main([f"checkpoint={junk}"])
+
+
+def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
+    """Exported with env.robot.safety_horizon_s=0.1, the action block holds the filter; a full-speed
+    forward command 0.25 m from a wall ahead (3 cm beyond the 2 cm margin) becomes 0.03 m / 0.1 s =
+    0.30 m/s with the yaw rate kept, and NumpyPolicy.command passes its network's command through it."""
+    import json
+
+    from navexp.deploy import NumpyPolicy
+    from navexp.deploy.export import export
+    from navexp.deploy.safety_filter import apply_safety_filter
+    from navexp.experiment.run_config import load_run_config
+    from navexp.learn.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(run_dir)
+    files = export(ckpt, load_run_config(ckpt, ["env.robot.safety_horizon_s=0.1"]), tmp_path)
+    meta = json.loads(files["meta"].read_text())
+    sf = meta["action"]["safety_filter"]
+    assert (sf["horizon_s"], sf["margin_m"], sf["radius_m"], sf["linear_axes"]) == (0.1, 0.02, 0.2, [0, 1])
+    angles = np.asarray(meta["lidar"]["beam_angles_rad"])
+    cos = np.cos(angles)
+    scan = np.where(cos > 1e-9, 0.25 / np.maximum(cos, 1e-9), np.inf)  # misses read max range
+    assert apply_safety_filter(np.array([1.5, 0.0, 0.5]), scan, meta) == pytest.approx(
+        [0.3, 0.0, 0.5], abs=1e-6
+    )
+    # Boxed in 1 cm from every side: whatever the network commands, the robot only turns.
+    ring = np.full(angles.size, 0.21)
+    policy = NumpyPolicy.load(str(files["numpy"]))
+    unfiltered = policy.act(policy.observation(ring, [2.0, 0.0], [0.0, 0.0], 0.0)) * policy.action_scale
+    policy.reset()
+    got = policy.command(ring, [2.0, 0.0], [0.0, 0.0], 0.0)
+    assert np.hypot(*unfiltered[:2]) > 0.05  # the network does command a motion here
+    assert got == pytest.approx(apply_safety_filter(unfiltered, ring, meta).tolist(), abs=1e-9)
+    assert np.hypot(*got[:2]) < 0.02 and got[2] == pytest.approx(unfiltered[2])

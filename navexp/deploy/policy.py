@@ -170,6 +170,8 @@ class NumpyPolicy:
         A NaN/inf goal, velocity or yaw rate raises ValueError naming the input (the policy's output
         would be NaN); NaN, +-inf or negative scan beams keep their meaning: no return, read as max
         range. A missing or misshapen scan raises TypeError/ValueError naming ``scan_m`` and its shape.
+        A robot trained with the safety filter (``action.safety_filter`` in the metadata) gets its
+        command through the same filter, on this scan (``navexp.deploy.safety_filter``).
         """
         check_inputs(goal_body_xy, vel_body, omega)
         a = self.act(self.observation(scan_m, goal_body_xy, vel_body, omega, **extra))
