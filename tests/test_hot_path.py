@@ -62,6 +62,22 @@ def test_warp_step_makes_no_host_sync_with_resets_happening():
     assert audit.num_syncs == 2, dict(audit.syncs)  # bool(flags.any()) at steps 25 and 50
 
 
+def test_the_safety_filter_adds_no_host_sync():
+    """env.robot.safety_horizon_s=0.5 (the filter slows most commands here): still zero host syncs in
+    50 warp steps with resets, and it did change commands (the worlds move slower than unfiltered)."""
+    runs = {}
+    for horizon in (0.0, 0.5):
+        env = build_env(*WARP_SHORT, "env.check_every=1000", f"env.robot.safety_horizon_s={horizon}")
+        travelled = torch.zeros(16)
+        with SyncAudit() as audit:
+            for a in _actions(50, 16):
+                env.step(a)
+                travelled += env.state.vel_body.norm(dim=1) * env.control_dt
+        assert audit.num_syncs == 0, dict(audit.syncs)
+        runs[horizon] = travelled.sum().item()
+    assert runs[0.5] < 0.95 * runs[0.0], runs
+
+
 def test_a_ppo_rollout_makes_no_host_sync():
     """rsl_rl's collection loop as NavRunner runs it (policy act, env step, storage, episode
     bookkeeping) over a 20-step rollout: one sync, the env's fault check on the rollout's last step
