@@ -129,3 +129,15 @@ def test_in_the_simulator_the_robot_stops_at_the_margin_instead_of_hitting(scena
     env.step(torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))
     assert env.state.omega[0].item() == pytest.approx(2.0, abs=0.1)
     assert env.state.pos_xy[0, 0].item() == pytest.approx(x0, abs=1e-3)  # turned, not moved
+
+
+@pytest.mark.parametrize("key", ["safety_horizon_s", "safety_margin_m"])
+def test_a_negative_filter_setting_is_refused_naming_it(key):
+    """env.robot.safety_horizon_s=-0.1 (or the margin) fails before anything is built, naming the key,
+    the value and what is allowed."""
+    from navexp import compose_config
+    from navexp.task.validation import validate_env_cfg
+
+    cfg = compose_config([f"env.robot.{key}=-0.1"])
+    with pytest.raises(ValueError, match=rf"robot\.{key}.*-0\.1.*>= 0"):
+        validate_env_cfg(cfg.env)
