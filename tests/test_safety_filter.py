@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import build_env
+from test_env_dynamics import TWO_WORLDS
 
 from navexp.deploy.safety_filter import filter_velocity as numpy_filter_velocity
 from navexp.sim import beam_angles
@@ -94,19 +95,6 @@ def test_a_differential_drive_keeps_its_yaw_rate():
     assert out[0, 1].item() == pytest.approx(0.7)
 
 
-ONE_WORLD = """
-scenarios:
-  - name: cylinder_ahead
-    robot: {x: 0.0, y: 0.0, yaw_deg: 0.0}
-    goal: {x: -3.0, y: 3.0}
-    obstacles:
-      - {kind: cylinder, x: 1.0, y: 0.0, radius: 0.3}
-  - name: open
-    robot: {x: 0.0, y: 0.0, yaw_deg: 90.0}
-    goal: {x: -3.0, y: -3.0}
-"""
-
-
 def test_in_the_simulator_the_robot_stops_at_the_margin_instead_of_hitting(scenario_file):
     """Full speed at a cylinder whose surface is 0.70 m ahead: without the filter it collides within 4
     steps (tests/test_env_dynamics.py); with a 0.1 s horizon the command brings its centre to
@@ -115,7 +103,7 @@ def test_in_the_simulator_the_robot_stops_at_the_margin_instead_of_hitting(scena
     world drives at full speed."""
     env = build_env(
         "env.num_envs=2",
-        f"env.scenarios={scenario_file(ONE_WORLD)}",
+        f"env.scenarios={scenario_file(TWO_WORLDS)}",
         "env.auto_reset=false",
         "env.robot.safety_horizon_s=0.1",
     )
