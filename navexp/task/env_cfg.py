@@ -66,8 +66,9 @@ class RobotCfg:
     safety_horizon_s: float = 0.0
     """Safety filter (``navexp.task.robots.safety_filter``): each control step the commanded linear
     velocity is scaled down so the robot, moving at it for this long, stops ``safety_margin_m`` short of
-    every point of its scan (direction and yaw rate kept). 0 turns it off; the control period (0.1 s)
-    stops it within one step. Part of the robot: exported with the policy and applied by deploy."""
+    every point of its scan (direction and yaw rate kept; inside the margin the approach to the nearest
+    return is removed). 0 turns it off; the control period (0.1 s) stops it within one step. Part of
+    the robot: exported with the policy and applied by deploy."""
     safety_margin_m: float = 0.02
     """Gap (m) between the robot's edge and a scanned surface that the safety filter keeps."""
     params: dict[str, Any] = field(default_factory=dict)
