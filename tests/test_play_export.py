@@ -165,7 +165,7 @@ def test_bad_checkpoints_fail_cleanly(run_dir, tmp_path):
 
 def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
     """Exported with env.robot.safety_horizon_s=0.1, the action block holds the filter; a full-speed
-    forward command 0.25 m from a wall ahead (3 cm beyond the 2 cm margin) becomes 0.03 m / 0.1 s =
+    forward command 0.27 m from a wall ahead (3 cm beyond the 4 cm margin) becomes 0.03 m / 0.1 s =
     0.30 m/s with the yaw rate kept, and NumpyPolicy.command passes its network's command through it."""
     import json
 
@@ -179,10 +179,10 @@ def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
     files = export(ckpt, load_run_config(ckpt, ["env.robot.safety_horizon_s=0.1"]), tmp_path)
     meta = json.loads(files["meta"].read_text())
     sf = meta["action"]["safety_filter"]
-    assert (sf["horizon_s"], sf["margin_m"], sf["radius_m"], sf["linear_axes"]) == (0.1, 0.02, 0.2, [0, 1])
+    assert (sf["horizon_s"], sf["margin_m"], sf["radius_m"], sf["linear_axes"]) == (0.1, 0.04, 0.2, [0, 1])
     angles = np.asarray(meta["lidar"]["beam_angles_rad"])
     cos = np.cos(angles)
-    scan = np.where(cos > 1e-9, 0.25 / np.maximum(cos, 1e-9), np.inf)  # misses read max range
+    scan = np.where(cos > 1e-9, 0.27 / np.maximum(cos, 1e-9), np.inf)  # misses read max range
     assert apply_safety_filter(np.array([1.5, 0.0, 0.5]), scan, meta) == pytest.approx(
         [0.3, 0.0, 0.5], abs=1e-6
     )

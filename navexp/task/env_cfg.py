@@ -69,8 +69,10 @@ class RobotCfg:
     every point of its scan (direction and yaw rate kept; inside the margin the approach to the nearest
     return is removed). 0 turns it off; the control period (0.1 s) stops it within one step. Part of
     the robot: exported with the policy and applied by deploy."""
-    safety_margin_m: float = 0.02
-    """Gap (m) between the robot's edge and a scanned surface that the safety filter keeps."""
+    safety_margin_m: float = 0.04
+    """Gap (m) between the robot's edge and a scanned surface that the safety filter keeps: it also takes
+    up the servo's stopping distance (~1.5 cm at 1.5 m/s, 2.1 at the diagonal) and the scan's noise (a
+    2 cm margin left the grid at 87.5 %, 4 cm at 95 %: BENCHMARKS.md)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built)."""
 

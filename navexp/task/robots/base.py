@@ -51,7 +51,7 @@ class Robot:
         self.max_lin_vel_mps = float(cfg.max_lin_vel_mps)
         self.max_ang_vel_radps = float(cfg.max_ang_vel_radps)
         self.safety_horizon_s = float(getattr(cfg, "safety_horizon_s", 0.0))
-        self.safety_margin_m = float(getattr(cfg, "safety_margin_m", 0.02))
+        self.safety_margin_m = float(getattr(cfg, "safety_margin_m", 0.04))
         self.params = self.resolve_params(getattr(cfg, "params", None))
 
     @classmethod
