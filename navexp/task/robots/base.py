@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from navexp.task.env_cfg import RobotCfg
+
 ROBOTS: dict[str, type[Robot]] = {}
 """Registered robot classes by name (``env.robot.name``)."""
 
@@ -50,8 +52,9 @@ class Robot:
         self.cfg = cfg
         self.max_lin_vel_mps = float(cfg.max_lin_vel_mps)
         self.max_ang_vel_radps = float(cfg.max_ang_vel_radps)
-        self.safety_horizon_s = float(getattr(cfg, "safety_horizon_s", 0.0))
-        self.safety_margin_m = float(getattr(cfg, "safety_margin_m", 0.04))
+        # A config stored before the filter existed lacks its keys: the schema's defaults (off).
+        self.safety_horizon_s = float(getattr(cfg, "safety_horizon_s", RobotCfg.safety_horizon_s))
+        self.safety_margin_m = float(getattr(cfg, "safety_margin_m", RobotCfg.safety_margin_m))
         self.params = self.resolve_params(getattr(cfg, "params", None))
 
     @classmethod
