@@ -1,7 +1,7 @@
 """Trap geometry (issue 23): the families at the ends of their widened ranges on hand-checkable cases
 (a room-deep dead end, a hairpin lane of the minimum width between the thickest walls, narrow
-doors), each with a free path; the traps mix; and the held-out geometry suite (suite=ood), whose
-ranges lie outside the training ranges by construction.
+doors), each with a free path; the traps mix and the trap ends of the ranges it draws from; and the
+held-out geometry suite (suite=ood), whose ranges lie outside the training ranges by construction.
 
 The room is 8 m x 8 m (half 4 m), the robot radius 0.2 m (diameter 0.4 m), wall_half_thickness_m
 0.1 m scaled per layout by wall_thickness_scale.
@@ -104,6 +104,42 @@ def test_traps_mix_makes_dead_ends_and_slaloms_half_of_training():
     validate_env_cfg(env)
     w = dict(env.maps.weights)
     assert w["cul_de_sac"] + w["staggered"] == pytest.approx(0.5) and sum(w.values()) == pytest.approx(1.0)
+
+
+def narrowest_lanes(env_name: str, n: int = 400) -> torch.Tensor:
+    """[n] the narrowest lane of each of ``n`` staggered layouts drawn with ``env_name``'s ranges."""
+    env = compose_config([env_name]).env
+    lay, _ = generate_layouts(
+        MapSpec.from_env_cfg(env), LayoutSpec.from_env_cfg(env), "staggered", torch.arange(n)
+    )
+    lanes = []
+    for k in range(n):
+        walls = walls_of(lay, k)
+        vertical = walls[0][1] - walls[0][0] < walls[0][3] - walls[0][2]
+        faces = sorted((w[0], w[1]) if vertical else (w[2], w[3]) for w in walls)
+        lanes.append(min(b[0] - a[1] for a, b in zip(faces, faces[1:], strict=False)))
+    return torch.tensor(lanes)
+
+
+def test_traps_draws_slaloms_and_dead_ends_from_the_trap_ends_of_the_ranges():
+    """env=traps: walls 1.0-1.6 m apart, 0.1-0.4 m thick, leave lanes of 0.6-1.5 m (env=families: up to
+    2.6 m), a lane under 0.8 m about twice as often (1.0 m of spacing range of 0.6 against 1.7); dead
+    ends 2.0-3.5 m wide inside; both still inside the families' ranges."""
+    traps, families = narrowest_lanes("env=traps"), narrowest_lanes("env=families")
+    assert traps.min() >= 0.6 - 1e-4 and traps.max() <= 1.5 + 1e-4
+    assert families.max() > 2.0
+    assert (traps < 0.8).float().mean() > 1.5 * (families < 0.8).float().mean() > 0
+    env = compose_config(["env=traps"]).env
+    lay, ok = generate_layouts(MapSpec.from_env_cfg(env), LayoutSpec.from_env_cfg(env), "cul_de_sac", IDS)
+    for k in ok.nonzero().flatten().tolist():
+        _, upper, lower = walls_of(lay, k)
+        across = (2, 3) if upper[1] - upper[0] > upper[3] - upper[2] else (0, 1)
+        (_, a1), (b0, _) = sorted((w[across[0]], w[across[1]]) for w in (upper, lower))
+        assert 2.0 - 1e-4 <= b0 - a1 <= 3.5 + 1e-4
+    full = compose_config(["env=families"]).env.maps
+    for key in ("staggered.spacing_m", "cul_de_sac.width_m", "cul_de_sac.depth_m"):
+        lo, hi = OmegaConf.select(env.maps, key)
+        assert OmegaConf.select(full, key)[0] <= lo and hi <= OmegaConf.select(full, key)[1], key
 
 
 # -- the held-out geometry suite ---------------------------------------------------------------------
