@@ -37,6 +37,14 @@ def thickness(w) -> float:
     return min(w[1] - w[0], w[3] - w[2])
 
 
+def lanes_of(lay, k: int) -> list[float]:
+    """The gaps between consecutive parallel walls of layout k (the lanes of a slalom)."""
+    walls = walls_of(lay, k)
+    vertical = walls[0][1] - walls[0][0] < walls[0][3] - walls[0][2]
+    faces = sorted((w[0], w[1]) if vertical else (w[2], w[3]) for w in walls)
+    return [b[0] - a[1] for a, b in zip(faces, faces[1:], strict=False)]
+
+
 def test_a_room_deep_dead_end_at_the_range_end_has_a_free_path_around_it():
     """cul_de_sac width 3.5 m, depth 3.5 m (the training maxima; almost half the 8 m room), walls 0.2 m
     thick: the two arms are 3.5 - 0.1 = 3.4 m long (mouth to the back wall's inner face), their inner faces
@@ -71,10 +79,7 @@ def test_a_hairpin_lane_of_the_minimum_width_between_the_thickest_walls_is_passa
     for k in ok.nonzero().flatten().tolist():
         walls = walls_of(lay, k)
         assert len(walls) == 3 and all(thickness(w) == pytest.approx(0.4, abs=1e-4) for w in walls)
-        vertical = walls[0][1] - walls[0][0] < walls[0][3] - walls[0][2]
-        faces = sorted((w[0], w[1]) if vertical else (w[2], w[3]) for w in walls)
-        lanes = [b[0] - a[1] for a, b in zip(faces, faces[1:], strict=False)]
-        assert lanes == pytest.approx([0.6, 0.6], abs=1e-4)
+        assert lanes_of(lay, k) == pytest.approx([0.6, 0.6], abs=1e-4)
 
 
 def test_wall_thickness_is_drawn_per_layout_in_its_range():
@@ -112,19 +117,13 @@ def narrowest_lanes(env_name: str, n: int = 400) -> torch.Tensor:
     lay, _ = generate_layouts(
         MapSpec.from_env_cfg(env), LayoutSpec.from_env_cfg(env), "staggered", torch.arange(n)
     )
-    lanes = []
-    for k in range(n):
-        walls = walls_of(lay, k)
-        vertical = walls[0][1] - walls[0][0] < walls[0][3] - walls[0][2]
-        faces = sorted((w[0], w[1]) if vertical else (w[2], w[3]) for w in walls)
-        lanes.append(min(b[0] - a[1] for a, b in zip(faces, faces[1:], strict=False)))
-    return torch.tensor(lanes)
+    return torch.tensor([min(lanes_of(lay, k)) for k in range(n)])
 
 
 def test_traps_draws_slaloms_and_dead_ends_from_the_trap_ends_of_the_ranges():
     """env=traps: walls 1.0-1.6 m apart, 0.1-0.4 m thick, leave lanes of 0.6-1.5 m (env=families: up to
-    2.6 m), a lane under 0.8 m about twice as often (1.0 m of spacing range of 0.6 against 1.7); dead
-    ends 2.0-3.5 m wide inside; both still inside the families' ranges."""
+    2.6 m), a lane under 0.8 m about twice as often (the spacing is drawn from 0.6 m of range instead
+    of 1.7 m); dead ends 2.0-3.5 m wide inside; both still inside the families' ranges."""
     traps, families = narrowest_lanes("env=traps"), narrowest_lanes("env=families")
     assert traps.min() >= 0.6 - 1e-4 and traps.max() <= 1.5 + 1e-4
     assert families.max() > 2.0
