@@ -183,6 +183,26 @@ def test_resume_or_evaluate_with_another_model_fails(trained, tmp_path):
     assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
+def test_a_recurrent_actor_trains_beside_a_feed_forward_critic(tiny_run, tmp_path):
+    """ppo.model=rnn with ppo.critic_model=mlp: the actor holds the GRU (3 x 32 gates over 78 columns),
+    the critic none (its MLP reads the 78 columns straight); rsl_rl's recurrent PPO path trains both.
+    Resuming it with a GRU critic is refused naming ppo.critic_model; nothing is written."""
+    from navexp.learn.checkpoint import load_checkpoint
+
+    run_dir = tiny_run([*RUN, *KINDS["rnn"], "ppo.critic_model=mlp"])
+    ckpt = load_checkpoint(run_dir)
+    actor, critic = ckpt["actor_state_dict"], ckpt["critic_state_dict"]
+    assert ckpt["iter"] == 1 and ckpt["infos"]["model"] == {"kind": "rnn", "recurrent": True}
+    assert actor["rnn.rnn.weight_ih_l0"].shape == (3 * 32, 78) and actor["mlp.0.weight"].shape == (256, 32)
+    assert not [k for k in critic if k.startswith("rnn.")] and critic["mlp.0.weight"].shape == (256, 78)
+    assert json.loads((run_dir / "eval.json").read_text())["num_episodes"] == 3
+    before = sorted(p.name for p in run_dir.iterdir())
+    overrides = [*RUN, *KINDS["rnn"], f"resume={run_dir}"]
+    with pytest.raises(ValueError, match=r"ppo.critic_model: checkpoint 'mlp', this config None"):
+        run(compose_config(overrides), tmp_path / "x", overrides, quiet=True)
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
 @pytest.mark.parametrize("rnn_type", ["gru", "lstm"])
 def test_reset_zeroes_exactly_the_ended_worlds(rnn_type):
     """After one step of 3 worlds, dones [0, 1, 0] zero world 1's state (h and, for an LSTM, c) and leave
@@ -238,6 +258,10 @@ def test_circular_conv_wraps_around_the_scan():
     [
         ("ppo.model=lstm", r"ppo.model='lstm' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"),
         ("ppo.rnn_type=rnn", r"ppo.rnn_type='rnn' is invalid; allowed: \['gru', 'lstm'\]"),
+        (
+            "ppo.critic_model=gru",
+            r"ppo.critic_model='gru' is invalid; allowed: \['mlp', 'rnn', 'cnn'\] or null \(= ppo.model\)",
+        ),
         ("ppo.cnn_kernel_sizes=[4,5]", r"ppo.cnn_kernel_sizes=\[4, 5\] is invalid; allowed: odd integers"),
         ("ppo.cnn_strides=[2]", r"ppo.cnn_channels=\[16, 16\].*allowed: lists of one equal length"),
         ("obs.terms.lidar.enabled=false", r"ppo.model=cnn convolves the LiDAR scan"),

@@ -91,6 +91,10 @@ class PpoCfg:
     model: str = "mlp"
     """Actor and critic network: mlp (rsl_rl MLPModel) | rnn (rsl_rl RNNModel: GRU/LSTM, then the MLP) |
     cnn (navexp.learn.models.ScanCNNModel: 1-D circular convolution over the LiDAR scan, then the MLP)."""
+    critic_model: str | None = None
+    """The critic's network kind (same choices as ``model``); None: the actor's ``model``. With
+    ``model=rnn`` and ``critic_model=mlp`` only the actor carries a recurrent state: a critic that reads
+    the distance along the free path (``obs=path_critic``) needs less memory, and its updates skip the GRU."""
     rnn_type: str = "gru"
     """ppo.model=rnn: gru | lstm."""
     rnn_hidden_dim: int = 128

@@ -11,7 +11,7 @@ from typing import Any
 
 from navexp.experiment.config import check_path_name
 from navexp.experiment.suites import check_suite
-from navexp.learn.models import check_model_cfg
+from navexp.learn.models import check_model_cfg, is_recurrent
 from navexp.task.checks import check_all_finite
 from navexp.task.validation import validate_env_cfg
 
@@ -42,14 +42,14 @@ def validate_run_cfg(cfg: Any) -> None:
     )
     lidar = cfg.obs.terms.get("lidar")
     check_model_cfg(ppo, bool(lidar.get("enabled", True)) if lidar is not None else True)
-    if ppo.model == "rnn":
+    if is_recurrent(ppo):
         # rsl_rl's recurrent mini-batches are groups of whole worlds (their padded trajectories).
         _check_ppo(
             ppo.num_mini_batches <= int(cfg.env.num_envs),
             "num_mini_batches",
             ppo.num_mini_batches,
-            f"1 <= value <= env.num_envs = {cfg.env.num_envs} with ppo.model=rnn (recurrent mini-batches "
-            f"are groups of worlds)",
+            f"1 <= value <= env.num_envs = {cfg.env.num_envs} with a recurrent ppo.model or "
+            f"ppo.critic_model (recurrent mini-batches are groups of worlds)",
         )
     _check_eval_video(cfg.eval)
     if cfg.eval.enabled and cfg.eval.get("suite"):  # an unknown suite or a bad entry fails before training

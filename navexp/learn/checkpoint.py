@@ -215,6 +215,7 @@ def check_robot(ckpt: dict, robot_name: str) -> None:
 
 MODEL_KEYS = (
     "ppo.model",
+    "ppo.critic_model",
     "ppo.rnn_type",
     "ppo.rnn_hidden_dim",
     "ppo.rnn_num_layers",

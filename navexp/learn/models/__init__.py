@@ -70,21 +70,40 @@ def get_model(name: str) -> ModelKind:
     return MODELS[name]
 
 
+def critic_kind(p: Any) -> str:
+    """The critic's ``ppo.model`` kind: ``ppo.critic_model``, or the actor's ``ppo.model`` when unset."""
+    critic = p.get("critic_model") if hasattr(p, "get") else getattr(p, "critic_model", None)
+    return str(p.model if critic is None else critic)
+
+
+def is_recurrent(p: Any) -> bool:
+    """Whether actor or critic carries a state (rsl_rl's PPO then trains on padded trajectories)."""
+    return get_model(str(p.model)).recurrent or get_model(critic_kind(p)).recurrent
+
+
 def check_model_cfg(p: Any, lidar_enabled: bool) -> None:
     """Raise ValueError naming the key, the value and what is allowed for the ``ppo.model*`` keys
     (the recurrent mini-batch bound needs ``env.num_envs``:
     ``navexp.experiment.validation.validate_run_cfg``)."""
     get_model(str(p.model)).check(p, lidar_enabled)
+    critic = critic_kind(p)
+    if critic not in MODELS:
+        raise ValueError(
+            f"ppo.critic_model={critic!r} is invalid; allowed: {list(MODELS)} or null (= ppo.model)"
+        )
+    get_model(critic).check(p, lidar_enabled)
 
 
 def model_cfgs(p: Any, num_beams: int, history_length: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The rsl_rl ``actor`` and ``critic`` dicts (``class_name`` + constructor arguments) of ``ppo``."""
-    base: dict[str, Any] = {
+    """The rsl_rl ``actor`` and ``critic`` dicts (``class_name`` + constructor arguments) of ``ppo``
+    (the critic of ``ppo.critic_model`` when set)."""
+    common: dict[str, Any] = {
         "hidden_dims": [int(h) for h in p.hidden_dims],
         "activation": str(p.activation),
         "obs_normalization": bool(p.obs_normalization),
-        **get_model(str(p.model)).rsl_rl_cfg(p, num_beams, history_length),
     }
+    base = {**common, **get_model(str(p.model)).rsl_rl_cfg(p, num_beams, history_length)}
+    critic = {**common, **get_model(critic_kind(p)).rsl_rl_cfg(p, num_beams, history_length)}
     actor = {
         **base,
         "distribution_cfg": {
@@ -95,7 +114,7 @@ def model_cfgs(p: Any, num_beams: int, history_length: int) -> tuple[dict[str, A
             "std_type": str(p.std_type),
         },
     }
-    return actor, dict(base)
+    return actor, critic
 
 
 def reset_hidden(policy: nn.Module, dones=None) -> None:
@@ -113,6 +132,8 @@ __all__ = [
     "MODELS",
     "ModelKind",
     "check_model_cfg",
+    "critic_kind",
+    "is_recurrent",
     "get_model",
     "model_cfgs",
     "register_model",
