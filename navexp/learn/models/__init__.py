@@ -72,7 +72,7 @@ def get_model(name: str) -> ModelKind:
 
 def critic_kind(p: Any) -> str:
     """The critic's ``ppo.model`` kind: ``ppo.critic_model``, or the actor's ``ppo.model`` when unset."""
-    critic = p.get("critic_model") if hasattr(p, "get") else getattr(p, "critic_model", None)
+    critic = getattr(p, "critic_model", None)  # a run stored before the key existed has none
     return str(p.model if critic is None else critic)
 
 
@@ -91,7 +91,8 @@ def check_model_cfg(p: Any, lidar_enabled: bool) -> None:
         raise ValueError(
             f"ppo.critic_model={critic!r} is invalid; allowed: {list(MODELS)} or null (= ppo.model)"
         )
-    get_model(critic).check(p, lidar_enabled)
+    if critic != str(p.model):
+        get_model(critic).check(p, lidar_enabled)
 
 
 def model_cfgs(p: Any, num_beams: int, history_length: int) -> tuple[dict[str, Any], dict[str, Any]]:
