@@ -1,5 +1,5 @@
 """Compare runs across seeds: ``python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|.md]
-[eval=GLOB]``.
+[eval=GLOB] [entry=NAME]``.
 
 Finds the runs under the given folders (a sweep dir, a multirun dir, ``outputs/``), groups the
 finished ones by their overrides other than ``seed`` (or by the config keys ``by=``) and prints per
@@ -8,6 +8,8 @@ runs without eval.json are listed as unfinished. ``out=`` writes the table (CSV,
 ``.md``) and beside it ``<stem>_success.png`` and ``<stem>_profile.png`` (``navexp.analysis.compare``).
 ``eval=`` reads another evaluation file of each run than its final ``eval.json``: a glob in the run
 directory, e.g. ``eval='eval_*suite-ood*.json'`` for ``navexp.evaluate checkpoint=<run> suite=ood``.
+``entry=`` aggregates one suite entry (``entry=hairpin_tight``) instead of the suite's main entry: its
+success rate, interval, IQM and metrics.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from pathlib import Path
 from navexp.analysis.compare import Comparison, compare, markdown, plot, write_table
 from navexp.experiment.cli import HELP_FLAGS, help_text, run_tool
 
-OPTIONS = {"by": None, "out": None, "eval": None}
-USAGE = "python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|FILE.md] [eval=GLOB]"
+OPTIONS = {"by": None, "out": None, "eval": None, "entry": None}
+USAGE = (
+    "python -m navexp.compare DIR [DIR ...] [by=key1,key2] [out=FILE.csv|FILE.md] [eval=GLOB] [entry=NAME]"
+)
 
 
 def main(argv: list[str] | None = None) -> Comparison:
@@ -34,14 +38,14 @@ def main(argv: list[str] | None = None) -> Comparison:
         if sep and key in OPTIONS and value:
             opts[key] = value
         elif sep:
-            raise ValueError(f"unknown option {arg!r}; options: by=, out=, eval=; usage: {USAGE}")
+            raise ValueError(f"unknown option {arg!r}; options: by=, out=, eval=, entry=; usage: {USAGE}")
         else:
             dirs.append(arg)
     if not dirs:
         raise ValueError(f"give at least one directory of runs; usage: {USAGE}")
     by = [k for k in opts.get("by", "").split(",") if k] or None
     evaluation = opts.get("eval", "eval.json")
-    result = compare(dirs, by, evaluation)
+    result = compare(dirs, by, evaluation, opts.get("entry"))
     if result.rows:
         print(markdown(result.rows))
     else:

@@ -47,7 +47,14 @@ def make_run(root: Path, name: str, clip: str, seed: int, success: float | None)
             "spl": success / 2,
             "barn_score": None,
             "ci95": {"success_rate": [success - 0.1, success + 0.05]},
-            "entries": {"room": {"success_rate": success}, "dense": {"success_rate": success - 0.1}},
+            "entries": {
+                "room": {"success_rate": success},
+                "dense": {
+                    "success_rate": success - 0.1,
+                    "collision_rate": 0.05,
+                    "ci95": {"success_rate": [success - 0.2, success]},
+                },
+            },
         }
         (d / "eval.json").write_text(json.dumps(ev))
     return d
@@ -129,6 +136,32 @@ def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
 
 
 @pytest.mark.filterwarnings("error")
+def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
+    """entry=dense: clip 0.1's success is the mean of its dense rates (0.7+0.8+0.4+0.5)/4 = 0.60, its
+    interval scipy's bootstrap of those four, its IQM (0.5+0.7)/2; the lone clip 0.3 run reports its
+    dense entry's own interval (0.50, 0.70) and collision rate 0.05; each row says entry=dense. An entry
+    no run has fails naming the entries there are."""
+    rows = {r["ppo.clip_param"]: r for r in compare.main([str(tree), "entry=dense"]).rows}
+    a = rows["0.1"]
+    assert a["entry"] == "dense" and a["n_runs"] == 4
+    assert a["success_rate_mean"] == pytest.approx(0.60)
+    assert a["success_rate_iqm"] == pytest.approx((0.5 + 0.7) / 2)
+    boot = stats.bootstrap(
+        (np.array([0.7, 0.8, 0.4, 0.5]),), np.mean, n_resamples=10_000, method="percentile", random_state=0
+    )
+    assert (a["success_rate_ci95_low"], a["success_rate_ci95_high"]) == pytest.approx(
+        (boot.confidence_interval.low, boot.confidence_interval.high)
+    )
+    assert a["room.success_rate_mean"] == pytest.approx(0.70)  # the per-entry means stay
+    c = rows["0.3"]
+    assert (c["success_rate_ci95_low"], c["success_rate_ci95_high"]) == pytest.approx((0.50, 0.70))
+    assert c["collision_rate_mean"] == pytest.approx(0.05)
+    with pytest.raises(
+        KeyError, match=r"entry='hairpin' is not an entry of .*its entries: \['dense', 'room'\]"
+    ):
+        compare.main([str(tree), "entry=hairpin"])
+
+
 def test_plots_wrap_long_group_names(tmp_path):
     """Groups named by long override lists (as scripts/learning_seeds.sh makes them, 80-130 characters)
     are drawn whole and without a layout warning: the names wrap at 48 characters, so the success plot

@@ -134,10 +134,11 @@ def test_documented_sweep_report_commands_parse(args, monkeypatch):
 
 @pytest.mark.parametrize("args", [a for _, t, a in COMMANDS if t == "compare"])
 def test_documented_compare_commands_parse(args, monkeypatch):
-    """`python -m navexp.compare DIR ... [by=...] [out=...] [eval=...]` gets past its own argument check."""
+    """`python -m navexp.compare DIR ... [by=...] [out=...] [eval=...] [entry=...]` gets past its own
+    argument check."""
     from navexp import compare
 
-    def parsed(dirs, by, evaluation="eval.json"):
+    def parsed(dirs, by, evaluation="eval.json", entry=None):
         assert dirs and all("=" not in d for d in dirs)
         raise ParsedOnly
 

@@ -5,7 +5,8 @@ also holds ``eval.json``. Runs group by their command-line overrides other than 
 ``.hydra/overrides.yaml``; sweep trials: their sampled parameters too), or by the values of chosen
 config keys (``by=ppo.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
 interval and its interquartile mean (IQM); the means of the other evaluation metrics and of every
-suite entry's success rate.
+suite entry's success rate. The success rate is eval.json's (the suite's main entry) or, with
+``entry=``, that of one suite entry.
 
 Intervals follow Agarwal et al., "Deep RL at the Edge of the Statistical Precipice" (NeurIPS 2021),
 as ``rliable`` computes them: a bootstrap over runs (one task, so the stratified bootstrap is the
@@ -189,18 +190,40 @@ class Comparison:
     """Run directories without eval.json (listed, never silently dropped)."""
 
 
-def compare(dirs: list[str | Path], by: list[str] | None = None, evaluation: str = "eval.json") -> Comparison:
+def entry_metrics(run: Run, entry: str) -> dict:
+    """A finished run's figures for one suite entry: eval.json's ``entries[entry]`` (the same fields as
+    its top level, which holds the suite's main entry), keeping ``entries`` for the per-entry means."""
+    entries = run.metrics.get("entries") or {}
+    if entry not in entries:
+        raise KeyError(
+            f"entry={entry!r} is not an entry of {run.path}'s evaluation; its entries: {sorted(entries)}"
+        )
+    return {**entries[entry], "entries": entries}
+
+
+def compare(
+    dirs: list[str | Path],
+    by: list[str] | None = None,
+    evaluation: str = "eval.json",
+    entry: str | None = None,
+) -> Comparison:
     """Group and aggregate the finished runs under ``dirs`` (those with an ``evaluation`` file, see
-    ``find_runs``); list the unfinished ones."""
+    ``find_runs``); list the unfinished ones. ``entry``: the success rate, its interval, IQM and the
+    other metrics are those of that suite entry, not of the suite's main entry (a column ``entry``
+    says so)."""
     runs = find_runs(dirs, evaluation)
     if not runs:
         raise FileNotFoundError(f"no run directories (with config.yaml) under {[str(d) for d in dirs]}")
     finished = [r for r in runs if r.metrics is not None]
+    if entry:
+        for run in finished:
+            run.metrics = entry_metrics(run, entry)
     if by:  # check the keys on every run, also where none finished yet
         group_runs(runs, by)
     groups = group_runs(finished, by)
     rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
-    return Comparison([summarize(g) for g in groups], rates, [r.path for r in runs if r.metrics is None])
+    rows = [({"entry": entry} if entry else {}) | summarize(g) for g in groups]
+    return Comparison(rows, rates, [r.path for r in runs if r.metrics is None])
 
 
 def columns(rows: list[dict]) -> list[str]:
