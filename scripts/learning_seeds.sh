@@ -12,7 +12,8 @@
 # several fit). Example (BENCHMARKS.md, "Policies that escape traps"):
 #   SEEDS="1 2 3" bash scripts/learning_seeds.sh outputs/traps env=traps size=cpu ppo.max_iterations=700
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
-# OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots).
+# OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;
+# OUT_DIR/entries.md: every entry of the three suites alone (navexp.compare entry=NAME).
 set -uo pipefail
 out=${1:?usage: learning_seeds.sh OUT_DIR [training overrides ...]}; shift
 seeds=${SEEDS:-1 2 3}
@@ -46,3 +47,16 @@ wait
 $py -m navexp.compare "$out" out="$out/families.md"
 $py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md"
 $py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.md"
+: >"$out/entries.md"
+for suite in families ood default; do
+  glob="eval_*suite-$suite*.json"
+  [ "$suite" = families ] && glob=eval.json
+  # the entry names, in the suite's order, from the first finished run's evaluation
+  first=$(find "$out" -name "$glob" -print -quit)
+  [ -n "$first" ] || continue
+  for entry in $($py -c 'import json, sys; print(*json.load(open(sys.argv[1]))["entries"])' "$first"); do
+    printf '\n## %s: %s\n\n' "$suite" "$entry" >>"$out/entries.md"
+    $py -m navexp.compare "$out" eval="$glob" entry="$entry" >>"$out/entries.md"
+  done
+done
+echo "[learning_seeds] wrote $out/entries.md"
