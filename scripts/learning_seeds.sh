@@ -9,7 +9,7 @@
 # Environment: SEEDS (default "1 2 3"); RECIPES, one recipe per word, each a comma-separated list of
 # overrides (default "ppo.model=mlp ppo.model=rnn": the MLP against the GRU); PARALLEL, trainings at
 # once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
-# several fit). Example (BENCHMARKS.md, "Policies that escape traps"):
+# several fit). Example (BENCHMARKS.md, "Policies and traps over 3 seeds"):
 #   SEEDS="1 2 3" bash scripts/learning_seeds.sh outputs/traps env=traps size=cpu ppo.max_iterations=700
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
 # OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;
@@ -51,12 +51,16 @@ $py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.
 for suite in families ood default; do
   glob="eval_*suite-$suite*.json"
   [ "$suite" = families ] && glob=eval.json
-  # the entry names, in the suite's order, from the first finished run's evaluation
+  # the entry names, in the suite's order, from a finished run's evaluation
   first=$(find "$out" -name "$glob" -print -quit)
-  [ -n "$first" ] || continue
+  if [ -z "$first" ]; then
+    printf '\n## %s: no finished run has %s\n' "$suite" "$glob" >>"$out/entries.md"
+    continue
+  fi
   for entry in $($py -c 'import json, sys; print(*json.load(open(sys.argv[1]))["entries"])' "$first"); do
     printf '\n## %s: %s\n\n' "$suite" "$entry" >>"$out/entries.md"
-    $py -m navexp.compare "$out" eval="$glob" entry="$entry" >>"$out/entries.md"
+    $py -m navexp.compare "$out" eval="$glob" entry="$entry" >>"$out/entries.md" ||
+      echo "(navexp.compare failed: see its error above)" >>"$out/entries.md"
   done
 done
 echo "[learning_seeds] wrote $out/entries.md"

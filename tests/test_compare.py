@@ -135,13 +135,15 @@ def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
         compare.main([str(tree / "nope")])
 
 
-@pytest.mark.filterwarnings("error")
 def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
     """entry=dense: clip 0.1's success is the mean of its dense rates (0.7+0.8+0.4+0.5)/4 = 0.60, its
     interval scipy's bootstrap of those four, its IQM (0.5+0.7)/2; the lone clip 0.3 run reports its
-    dense entry's own interval (0.50, 0.70) and collision rate 0.05; each row says entry=dense. An entry
-    no run has fails naming the entries there are."""
-    rows = {r["ppo.clip_param"]: r for r in compare.main([str(tree), "entry=dense"]).rows}
+    dense entry's own interval (0.50, 0.70) and collision rate 0.05; each row says entry=dense; the
+    unfinished run is still listed. A finished run without the entry stops the comparison, naming the
+    run and its entries."""
+    result = compare.main([str(tree), "entry=dense"])
+    assert result.unfinished == [tree / "b3"]
+    rows = {r["ppo.clip_param"]: r for r in result.rows}
     a = rows["0.1"]
     assert a["entry"] == "dense" and a["n_runs"] == 4
     assert a["success_rate_mean"] == pytest.approx(0.60)
@@ -162,6 +164,7 @@ def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
         compare.main([str(tree), "entry=hairpin"])
 
 
+@pytest.mark.filterwarnings("error")
 def test_plots_wrap_long_group_names(tmp_path):
     """Groups named by long override lists (as scripts/learning_seeds.sh makes them, 80-130 characters)
     are drawn whole and without a layout warning: the names wrap at 48 characters, so the success plot

@@ -195,9 +195,8 @@ def entry_metrics(run: Run, entry: str) -> dict:
     its top level, which holds the suite's main entry), keeping ``entries`` for the per-entry means."""
     entries = run.metrics.get("entries") or {}
     if entry not in entries:
-        raise KeyError(
-            f"entry={entry!r} is not an entry of {run.path}'s evaluation; its entries: {sorted(entries)}"
-        )
+        has = f"its entries: {sorted(entries)}" if entries else "it has none (evaluated without a suite)"
+        raise KeyError(f"entry={entry!r} is not an entry of {run.path}'s evaluation; {has}")
     return {**entries[entry], "entries": entries}
 
 
