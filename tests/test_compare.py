@@ -60,6 +60,16 @@ def make_run(root: Path, name: str, clip: str, seed: int, success: float | None)
     return d
 
 
+def assert_bootstrap_interval(row: dict, rates: list[float]) -> None:
+    """The row's interval is scipy's percentile bootstrap of the mean of ``rates`` (10,000, seed 0)."""
+    boot = stats.bootstrap(
+        (np.array(rates),), np.mean, n_resamples=10_000, method="percentile", random_state=0
+    )
+    assert (row["success_rate_ci95_low"], row["success_rate_ci95_high"]) == pytest.approx(
+        (boot.confidence_interval.low, boot.confidence_interval.high)
+    )
+
+
 @pytest.fixture
 def tree(tmp_path) -> Path:
     for name, (clip, seed, success) in RUNS.items():
@@ -78,12 +88,7 @@ def test_groups_by_overrides_without_the_seed(tree, capsys):
     assert a["n_runs"] == 4
     assert a["success_rate_mean"] == pytest.approx(0.70)
     assert a["success_rate_iqm"] == pytest.approx((0.6 + 0.8) / 2)
-    boot = stats.bootstrap(
-        (np.array([0.8, 0.9, 0.5, 0.6]),), np.mean, n_resamples=10_000, method="percentile", random_state=0
-    )
-    assert (a["success_rate_ci95_low"], a["success_rate_ci95_high"]) == pytest.approx(
-        (boot.confidence_interval.low, boot.confidence_interval.high)
-    )
+    assert_bootstrap_interval(a, [0.8, 0.9, 0.5, 0.6])
     assert 0.5 <= a["success_rate_ci95_low"] < 0.70 < a["success_rate_ci95_high"] <= 0.9
     assert a["collision_rate_mean"] == pytest.approx((0.2 + 0.1 + 0.5 + 0.4) / 4)
     assert a["spl_mean"] == pytest.approx(0.35) and a["barn_score_mean"] is None
@@ -148,12 +153,7 @@ def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
     assert a["entry"] == "dense" and a["n_runs"] == 4
     assert a["success_rate_mean"] == pytest.approx(0.60)
     assert a["success_rate_iqm"] == pytest.approx((0.5 + 0.7) / 2)
-    boot = stats.bootstrap(
-        (np.array([0.7, 0.8, 0.4, 0.5]),), np.mean, n_resamples=10_000, method="percentile", random_state=0
-    )
-    assert (a["success_rate_ci95_low"], a["success_rate_ci95_high"]) == pytest.approx(
-        (boot.confidence_interval.low, boot.confidence_interval.high)
-    )
+    assert_bootstrap_interval(a, [0.7, 0.8, 0.4, 0.5])
     assert a["room.success_rate_mean"] == pytest.approx(0.70)  # the per-entry means stay
     c = rows["0.3"]
     assert (c["success_rate_ci95_low"], c["success_rate_ci95_high"]) == pytest.approx((0.50, 0.70))
