@@ -7,6 +7,8 @@ import math
 import torch
 from conftest import build_env
 
+from navexp.sim.layout import Layout
+
 # Beam b points at yaw + b * 5 deg: beam 0 forward, 18 left, 36 back, 54 right.
 FWD, LEFT, BACK, RIGHT = 0, 18, 36, 54
 
@@ -109,3 +111,32 @@ def test_classic_sense_recasts_only_the_changed_worlds(scenario_file):
     sim.sense(torch.tensor([True, False, False, False]))
     assert abs(sim.ranges[0, FWD].item() - 3.00) < 1e-3
     assert abs(sim.ranges[1, FWD].item() - 0.50) < 1e-3
+
+
+def test_a_parked_slot_placed_again_is_seen_and_touched_again(scenario_file, backend):
+    """World 1's cylinder (centre 2 m ahead, radius 0.5) parked reads the wall at 4.00 m and touches
+    nothing; placed again it reads 1.50 m, and a robot moved to x = 1.6 m (inside it) is in contact.
+    Classic MuJoCo drops a parked slot from its world's collision and ray passes; placing it again
+    must bring it back to both."""
+    env = build_env(backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
+    sim, world = env.sim, torch.tensor([False, True, False, False])
+    placed = env.layout.index(world)
+    parked = placed.index(torch.tensor([0]))
+    parked.cyl_active[:] = False
+    parked.box_active[:] = False
+
+    def write_and_step(layout, robot_x: float) -> tuple[float, int]:
+        """World 1's layout written, its robot at rest at (robot_x, 0): its forward beam and contact
+        flag after one control step."""
+        sim.write_layouts(world, Layout.cat([layout] * 4))
+        sim.qpos[1, 0] = robot_x
+        sim.step()
+        sim.sense(world)  # Warp casts the LiDAR here; classic MuJoCo cast it in step already
+        return sim.ranges[1, FWD].item(), int(sim.contact[1].item())
+
+    fwd, contact = write_and_step(parked, 1.6)
+    assert abs(fwd - 2.40) < 1e-3 and contact == 0  # the wall at x = 4 m, 2.4 m from x = 1.6 m
+    fwd, contact = write_and_step(placed, 0.0)
+    assert abs(fwd - 1.50) < 1e-3 and contact == 0
+    fwd, contact = write_and_step(placed, 1.6)
+    assert contact == 1

@@ -77,6 +77,14 @@ class MujocoSim:
         assert all(m.body_bvhnum[b] == 1 for b in bodies)
         assert self.sense_mjm.ngeom == m.ngeom and self.sense_mjm.nmocap == m.nmocap
         self._slot_bvh = np.array([m.body_bvhadr[b] for b in bodies], dtype=int)
+        # A parked slot leaves the collision and ray passes of its world: conaffinity 0 on its geom and
+        # body keeps it out of the broadphase, alpha 0 out of ray casting (mj_ray skips invisible
+        # geoms). Parked 50 m under the floor it could touch nothing anyway, but a trap map parks most
+        # of its 34 slots and each one cost broadphase and ray time (BENCHMARKS.md, "Parked slots leave
+        # classic MuJoCo's passes").
+        self._slot_bodies = np.array(bodies, dtype=int)
+        self._slot_conaffinity = m.geom_conaffinity[self._slot_geoms].copy()
+        self._slot_alpha = m.geom_rgba[self._slot_geoms, 3].copy()
         # Column indices of each slot's mocap pose inside the rollout control vector.
         nu, nmocap = m.nu, m.nmocap
         self._mocap_pos_cols = nu + 3 * mocap[:, None] + np.arange(3)
@@ -130,7 +138,10 @@ class MujocoSim:
         self._control[ids] = ctrl_rows
         size, half = (x.double().numpy() for x in slot_sizes(sub, hz))
         rbound = np.linalg.norm(half, axis=2)
-        g, bvh = self._slot_geoms, self._slot_bvh
+        active = torch.cat((sub.cyl_active, sub.boxes_and_walls()[3]), dim=1).numpy()
+        conaffinity = np.where(active, self._slot_conaffinity, 0)
+        alpha = np.where(active, self._slot_alpha, 0.0)
+        g, b, bvh = self._slot_geoms, self._slot_bodies, self._slot_bvh
         # Sizes live in each world's MjModel: a short loop over the worlds being reset only.
         for k, w in enumerate(ids):
             for m in (self.models[w], self.sense_models[w]):
@@ -140,6 +151,9 @@ class MujocoSim:
                 m.geom_aabb[g, 3:] = half[k]
                 m.bvh_aabb[bvh, :3] = 0.0
                 m.bvh_aabb[bvh, 3:] = half[k]
+                m.geom_conaffinity[g] = conaffinity[k]
+                m.body_conaffinity[b] = conaffinity[k]
+            self.sense_models[w].geom_rgba[g, 3] = alpha[k]
 
     # -- stepping ---------------------------------------------------------------------------
     def _warning_counts(self) -> np.ndarray:
