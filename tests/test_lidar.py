@@ -114,10 +114,11 @@ def test_classic_sense_recasts_only_the_changed_worlds(scenario_file):
 
 
 def test_a_parked_slot_placed_again_is_seen_and_touched_again(scenario_file, backend):
-    """World 1's cylinder (centre 2 m ahead, radius 0.5) parked reads the wall at 4.00 m and touches
-    nothing; placed again it reads 1.50 m, and a robot moved to x = 1.6 m (inside it) is in contact.
-    Classic MuJoCo drops a parked slot from its world's collision and ray passes; placing it again
-    must bring it back to both."""
+    """World 1's cylinder (centre 2 m ahead, radius 0.5) parked: a robot at x = 1.6 m (where the
+    cylinder stood) reads the wall at x = 4 m, 2.40 m ahead, and touches nothing; placed again it reads
+    1.50 m from the origin, and the robot at x = 1.6 m (inside it) is in contact. Classic MuJoCo drops
+    a parked slot from its world's collision and ray passes; placing it again must bring it back to both
+    (one geom per slot body, so the body's conaffinity is its geom's)."""
     env = build_env(backend, "env.num_envs=4", f"env.scenarios={scenario_file(SCENE)}")
     sim, world = env.sim, torch.tensor([False, True, False, False])
     placed = env.layout.index(world)
