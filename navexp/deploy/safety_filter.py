@@ -19,12 +19,14 @@ def filter_velocity(
     holonomic: bool = True,
 ) -> np.ndarray:
     """[2] the body-frame linear velocity ``vel_body`` [2] (m/s) filtered on one scan [B] (m)."""
+    reach = radius_m + margin_m
     i = int(np.argmin(scan_m))
-    rho = min(radius_m + margin_m, float(scan_m[i]) - INSIDE_SLACK_M)
+    present = min(reach, float(scan_m[i]) - INSIDE_SLACK_M)
+    rho = np.where(scan_m < reach, present, reach)  # per return: the present clearance inside the margin
     cos_sin = np.stack((np.cos(beam_angles_rad), np.sin(beam_angles_rad)), axis=-1)
     vel = np.asarray(vel_body, dtype=np.float64)
     approach = float(vel @ cos_sin[i])
-    if scan_m[i] < radius_m + margin_m and approach > 0:  # inside the margin: not towards the nearest
+    if scan_m[i] < reach and approach > 0:  # inside the margin: not towards the nearest
         vel = vel - approach * cos_sin[i] if holonomic else np.zeros(2)
     points = cos_sin * scan_m[:, None]
     sweep = vel * horizon_s

@@ -111,7 +111,8 @@ class Robot:
                 "max_lin_vel_mps": self.max_lin_vel_mps,
                 "rule": "scale the linear components by the first fraction of a sweep of the disc "
                 "(radius_m + margin_m) along command * horizon_s that touches a scan point (1 if none); "
-                "inside the margin first remove the approach to the nearest return and sweep with the "
-                "present clearance less 1 mm (navexp/deploy/safety_filter.py)",
+                "inside the margin first remove the approach to the nearest return, then sweep with the "
+                "present clearance less 1 mm for the returns inside the margin and radius_m + margin_m "
+                "for the others (navexp/deploy/safety_filter.py)",
             }
         return meta

@@ -7,9 +7,14 @@ first fraction ``t`` of that sweep at which the disc touches ``p`` solves ``|p -
 command is scaled by the smallest such ``t`` over the beams (1 where no point is in the way), so its
 direction is kept: motion along a wall or away from a surface is untouched, motion towards one is
 slowed to what stops the disc at the margin. Once the nearest return is inside the margin, the
-command's component towards it is removed first (a robot that can only drive forward stops instead)
-and the sweep keeps the robot's present clearance (less 1 mm) instead of the margin: the robot can
-still slide along the surface or leave it, but not get nearer. The yaw rate is never changed. A robot
+command's component towards it is removed first (a robot that can only drive forward stops instead);
+the sweep then keeps the robot's present clearance (less 1 mm) to the returns inside the margin and
+the whole margin to every other return. So inside the margin the robot can leave the surface, but
+not get nearer, and it slides along a wall only at a crawl until it has left the margin (the wall's
+returns further along lie outside the margin). Keeping the present clearance to every return instead
+let a robot graze a wall: the body turns within a step and the scan's noise (1 cm) moves the wall a
+little in every scan, and at a clearance of a few mm that was enough for contact (BENCHMARKS.md,
+"The safety filter keeps its margin"). The yaw rate is never changed. A robot
 declares which action components are linear (``Robot.linear_axes``); ``navexp.deploy.safety_filter``
 is the numpy twin (tests compare them). The margin also takes up the servo's lag (about 1.5 cm at
 full speed with the default servos).
@@ -20,7 +25,7 @@ from __future__ import annotations
 import torch
 
 INSIDE_SLACK_M = 1e-3
-"""Inside the margin the sweep keeps the present clearance less this (m), so sliding along stays free."""
+"""Inside the margin the sweep keeps the present clearance less this (m) to the returns inside it."""
 
 
 def filter_velocity(
@@ -35,11 +40,14 @@ def filter_velocity(
     """[N, 2] the body-frame linear velocity ``vel_body`` [N, 2] (m/s) filtered on the scan ``scan_m``
     [N, B] (m, misses at max range) along beam directions ``cos_sin`` [B, 2]. ``holonomic=False``: a
     robot that moves only along x (its y velocity must be 0)."""
+    reach = radius_m + margin_m
     nearest, idx = scan_m.min(dim=-1)
-    rho = torch.minimum(nearest - INSIDE_SLACK_M, torch.full_like(nearest, radius_m + margin_m))
+    present = torch.minimum(nearest - INSIDE_SLACK_M, torch.full_like(nearest, reach))  # [N]
+    # [N, B] the disc radius each return keeps: the present clearance inside the margin, else the margin
+    rho = torch.where(scan_m < reach, present.unsqueeze(-1), torch.full_like(scan_m, reach))
     towards = cos_sin[idx]  # [N, 2] direction of the nearest return
     approach = (vel_body * towards).sum(-1, keepdim=True)
-    blocked = (nearest < radius_m + margin_m).unsqueeze(-1) & (approach > 0)
+    blocked = (nearest < reach).unsqueeze(-1) & (approach > 0)
     if holonomic:
         vel_body = vel_body - torch.where(blocked, approach, 0.0) * towards
     else:
@@ -48,7 +56,7 @@ def filter_velocity(
     sweep = vel_body * horizon_s  # [N, 2]
     a = (sweep * sweep).sum(-1, keepdim=True)  # [N, 1]
     b = (points * sweep.unsqueeze(1)).sum(-1)  # [N, B] > 0: the point lies ahead of the motion
-    c = (points * points).sum(-1) - (rho * rho).unsqueeze(-1)  # [N, B] > 0: every point is outside rho
+    c = (points * points).sum(-1) - rho * rho  # [N, B] > 0: every point is outside its rho
     disc = b * b - a * c
     t = (b - disc.clamp(min=0.0).sqrt()) / a.clamp(min=1e-12)
     t = torch.where((b > 0) & (disc >= 0), t, torch.ones_like(t))
