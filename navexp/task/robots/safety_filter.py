@@ -44,7 +44,7 @@ def filter_velocity(
     nearest, idx = scan_m.min(dim=-1)
     present = torch.minimum(nearest - INSIDE_SLACK_M, torch.full_like(nearest, reach))  # [N]
     # [N, B] the disc radius each return keeps: the present clearance inside the margin, else the margin
-    rho = torch.where(scan_m < reach, present.unsqueeze(-1), torch.full_like(scan_m, reach))
+    rho = torch.where(scan_m < reach, present.unsqueeze(-1), reach)
     towards = cos_sin[idx]  # [N, 2] direction of the nearest return
     approach = (vel_body * towards).sum(-1, keepdim=True)
     blocked = (nearest < reach).unsqueeze(-1) & (approach > 0)
