@@ -2,6 +2,8 @@
 
 ``python -m navexp.evaluate checkpoint=<run dir or .pt> [suite=<name>] [eval.num_episodes=...] [env=...]
 [out=...]`` scores a checkpoint, on the run's env or on every entry of a suite (``navexp.analysis.suites``).
+A run directory means the run's policy: its ``model_<it>_avg<N>.pt`` when it averaged its last checkpoints
+(``ppo.average_checkpoints``), otherwise its latest ``model_<it>.pt``.
 Without ``out=`` it writes ``eval_<model>_<env>_<layout seed>[_suite-<name>][_<overrides hash>].json``
 next to the checkpoint, never the run's own ``eval.json``, and refuses to replace a file that holds a
 different evaluation. Every result records the checkpoint, the overrides, the scenario file, the layout
@@ -23,7 +25,7 @@ from navexp.analysis.suites import evaluate_suite
 from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
 from navexp.experiment.suites import check_suite
-from navexp.learn.checkpoint import load_checkpoint, write_atomic
+from navexp.learn.checkpoint import load_policy, write_atomic
 
 USAGE = (
     "python -m navexp.evaluate checkpoint=<run dir or model_<it>.pt> [suite=<name>] [out=path.json] "
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
         about=__doc__,
     )
     overrides = args.overrides
-    ckpt = load_checkpoint(args.options["checkpoint"])
+    ckpt = load_policy(args.options["checkpoint"])
     cfg = load_run_config(ckpt, overrides)
     suite = args.options.get("suite")
     if suite:

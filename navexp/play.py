@@ -22,7 +22,7 @@ from navexp.analysis.rollout import EvalRun, evaluate
 from navexp.analysis.video import write_episode_video
 from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
-from navexp.learn.checkpoint import load_checkpoint
+from navexp.learn.checkpoint import load_policy
 
 OPTIONS = {
     "checkpoint": None,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     opts, overrides = args.options, args.overrides
     episodes_n = _number(opts, "episodes", int, 1)
     video = video_options(opts)
-    ckpt = load_checkpoint(opts["checkpoint"])
+    ckpt = load_policy(opts["checkpoint"])
     cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
     ev = EvalRun.build(ckpt, cfg)
     metrics, episodes = evaluate(ev.actor, ev.env, episodes_n, record=True)

@@ -40,10 +40,12 @@ from navexp.experiment.validation import validate_run_cfg
 from navexp.learn import distributed
 from navexp.learn.checkpoint import (
     check_model,
+    check_not_averaged,
     check_resume,
     load_checkpoint,
     resolve_checkpoint,
     write_atomic,
+    write_averaged_policy,
 )
 from navexp.learn.cores import HostShare, usable_cores
 from navexp.learn.curriculum_hook import CurriculumHook
@@ -252,6 +254,7 @@ def _prepare(cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, 
 def _resolve_resume(cfg: DictConfig, start: Start) -> None:
     """Load the checkpoint to continue; a missing, truncated or foreign file fails here, nothing touched."""
     ckpt = load_checkpoint(cfg.resume)
+    check_not_averaged(ckpt)  # an averaged policy has no optimizer state to continue from
     check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
     start.ckpt, start.run_dir = ckpt, Path(ckpt["_path"]).parent
     info = start.run_dir / "run_info.json"
@@ -440,13 +443,11 @@ def _finish(cfg: DictConfig, training: Training, start: Start, overrides: list[s
         record["curriculum"] = start.curriculum.state_dict()
     write_run_record(run_dir, start.started, **record)
     metrics = {"success_rate": float("nan")}
+    policy, policy_path = _run_policy(cfg, runner, start)
     if cfg.eval.enabled:
-        print(
-            f"[navexp] final evaluation ({cfg.eval.num_episodes} episodes) of {runner.last_checkpoint}",
-            flush=True,
-        )
-        metrics, figures, videos = _evaluate_and_plot(runner.get_inference_policy(start.device), cfg, run_dir)
-        metrics.update(evaluation_record(cfg, runner.last_checkpoint, overrides, cfg.eval.get("suite")))
+        print(f"[navexp] final evaluation ({cfg.eval.num_episodes} episodes) of {policy_path}", flush=True)
+        metrics, figures, videos = _evaluate_and_plot(policy, cfg, run_dir)
+        metrics.update(evaluation_record(cfg, policy_path, overrides, cfg.eval.get("suite")))
         print(
             f"[navexp] eval over {metrics['num_episodes']} held-out episodes: "
             f"success {metrics['success_rate']:.1%}, collision {metrics['collision_rate']:.1%}, "
@@ -469,6 +470,26 @@ def _finish(cfg: DictConfig, training: Training, start: Start, overrides: list[s
         writer.log_summary(summary)
         writer.finish()
     return value
+
+
+def _run_policy(cfg: DictConfig, runner: NavRunner, start: Start) -> tuple[torch.nn.Module, str | None]:
+    """The policy the run yields and its file: the runner's last checkpoint, or with
+    ``ppo.average_checkpoints`` N > 1 the average of the last N saved checkpoints (written beside them),
+    loaded into the runner's actor: training is over, and its last state is saved in ``model_<it>.pt``."""
+    policy = runner.get_inference_policy(start.device)
+    n = int(cfg.ppo.get("average_checkpoints", 1))
+    path = write_averaged_policy(start.run_dir, n, runner.last_checkpoint) if n > 1 else None
+    if path is None:
+        return policy, runner.last_checkpoint
+    averaged = load_checkpoint(path)
+    its = averaged["infos"]["averaged_from"]
+    if len(its) < n:
+        print(f"[navexp] ppo.average_checkpoints={n}: the run saved {len(its)} checkpoints, averaging those")
+    print(
+        f"[navexp] the run's policy: the average of the checkpoints of iterations {its} -> {path}", flush=True
+    )
+    policy.load_state_dict(averaged["actor_state_dict"])
+    return policy.eval(), str(path)
 
 
 def _rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:

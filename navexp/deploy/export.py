@@ -30,7 +30,7 @@ from tensordict import TensorDict
 
 from navexp.experiment.cli import parse_command_line
 from navexp.experiment.run_config import load_run_config
-from navexp.learn.checkpoint import check_model, check_robot, load_checkpoint
+from navexp.learn.checkpoint import check_model, check_robot, load_policy
 from navexp.learn.models import get_model
 from navexp.learn.rl_cfg import build_actor
 from navexp.sim import beam_angles
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
     opts = parse_command_line(
         argv, {"checkpoint": None, "out": None}, usage, ("checkpoint",), overrides=False, about=__doc__
     ).options
-    ckpt = load_checkpoint(opts["checkpoint"])
+    ckpt = load_policy(opts["checkpoint"])
     cfg = load_run_config(ckpt, [])
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "export"
     files = export(ckpt, cfg, out)

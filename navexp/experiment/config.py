@@ -75,6 +75,11 @@ class PpoCfg:
     """A wall-clock budget for this launch's training (minutes): it stops after the iteration that
     reaches it, saves that iteration and evaluates as at ``max_iterations``. None: no budget."""
     save_interval: int = 50
+    average_checkpoints: int = 1
+    """The policy the run yields (final evaluation, ``navexp.evaluate``/``export``/``play`` of the run
+    directory): 1, its last checkpoint; N > 1, the uniform average of the weights of its last N saved
+    checkpoints (every ``save_interval`` iterations and the last), written as ``model_<it>_avg<N>.pt``.
+    Resume always continues the training state, ``model_<it>.pt``."""
     learning_rate: float = 3.0e-4
     num_learning_epochs: int = 5
     num_mini_batches: int = 4

@@ -27,7 +27,13 @@ def validate_run_cfg(cfg: Any) -> None:
     for group in ("obs", "reward"):  # term params and weights: inf would surface as a NaN reward later
         check_all_finite(cfg[group], group)
     ppo = cfg.ppo
-    for key in ("max_iterations", "num_steps_per_env", "num_learning_epochs", "save_interval"):
+    for key in (
+        "max_iterations",
+        "num_steps_per_env",
+        "num_learning_epochs",
+        "save_interval",
+        "average_checkpoints",
+    ):
         value = ppo[key]
         _check_ppo(value >= 1, key, value, "an integer >= 1")
     budget = ppo.get("max_minutes")

@@ -35,6 +35,8 @@ SAFE_GLOBALS: list = []
 
 REQUIRED_KEYS = ("actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iter")
 _MODEL_RE = re.compile(r"model_(\d+)\.pt$")
+_AVERAGED_RE = re.compile(r"model_(\d+)_avg(\d+)\.pt$")
+WEIGHT_KEYS = ("actor_state_dict", "critic_state_dict")
 
 
 def save_atomic(obj: Any, path: str | Path) -> None:
@@ -123,6 +125,95 @@ def resolve_checkpoint(path: str | Path) -> Path:
             raise FileNotFoundError(f"checkpoint: run directory {p} holds no model_<it>.pt")
         return found[-1]
     raise FileNotFoundError(f"checkpoint: {p} does not exist (give a model_<it>.pt file or a run directory)")
+
+
+def averaged_policy_path(run_dir: Path, it: int, n: int) -> Path:
+    """Where the average of the ``n`` checkpoints ending at iteration ``it`` goes: ``model_<it>_avg<n>.pt``
+    (not a ``model_<it>.pt``, so resume never picks it)."""
+    return run_dir / f"model_{it}_avg{n}.pt"
+
+
+def resolve_policy(path: str | Path) -> Path:
+    """The policy a run yields: a ``.pt`` file as given; for a run directory, the average of its last
+    checkpoints (``model_<it>_avg<n>.pt``, written with ``ppo.average_checkpoints``) when one was made at
+    its latest iteration, otherwise its latest ``model_<it>.pt``. Evaluate, export and play read this;
+    resume reads ``resolve_checkpoint`` (the training state)."""
+    latest = resolve_checkpoint(path)
+    if Path(path).expanduser().is_file():
+        return latest
+    it = int(_MODEL_RE.search(latest.name)[1])
+    averaged = [p for p in latest.parent.glob(f"model_{it}_avg*.pt") if _AVERAGED_RE.search(p.name)]
+    averaged.sort(key=lambda p: p.stat().st_mtime)  # several (other ppo.average_checkpoints): the newest
+    return averaged[-1] if averaged else latest
+
+
+def load_policy(path: str | Path) -> dict:
+    """``load_checkpoint`` of ``resolve_policy(path)``: what evaluate, export and play score or ship."""
+    return load_checkpoint(resolve_policy(path))
+
+
+def average_checkpoints(paths: list[Path]) -> dict:
+    """The uniform average of the weights of several checkpoints of one run: every floating-point tensor
+    of the actor and the critic (the observation normalizers' statistics included) is the mean over
+    ``paths``; integer tensors (the normalizers' counts), ``iter`` and ``infos`` come from the last.
+    The result is a policy, not a training state: its optimizer state is empty, and
+    ``infos["averaged_from"]`` lists the iterations averaged (resume refuses it).
+    Raises ValueError naming the file and the tensor when the checkpoints do not share one model."""
+    if not paths:
+        raise ValueError("average_checkpoints: no checkpoint to average")
+    ckpts = [load_checkpoint(p) for p in paths]
+    last = ckpts[-1]
+    out = {"optimizer_state_dict": {}, "iter": last["iter"], "infos": copy.deepcopy(last.get("infos") or {})}
+    for key in WEIGHT_KEYS:
+        ours = last[key]
+        for ck in ckpts[:-1]:
+            theirs = ck[key]
+            if set(theirs) != set(ours):
+                diff = sorted(set(theirs) ^ set(ours))
+                raise ValueError(
+                    f"cannot average {ck['_path']} with {last['_path']}: {key} differs in tensors {diff}"
+                )
+            for name, t in theirs.items():
+                if t.shape != ours[name].shape:
+                    raise ValueError(
+                        f"cannot average {ck['_path']} with {last['_path']}: {key}.{name} has shape "
+                        f"{tuple(t.shape)} against {tuple(ours[name].shape)}"
+                    )
+        out[key] = {
+            name: torch.stack([ck[key][name] for ck in ckpts]).mean(0) if torch.is_floating_point(t) else t
+            for name, t in ours.items()
+        }
+    out["infos"]["averaged_from"] = [int(ck["iter"]) for ck in ckpts]
+    return out
+
+
+def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None) -> Path | None:
+    """Average the last ``n`` ``model_<it>.pt`` of ``run_dir`` up to ``last`` (the run's last checkpoint;
+    a later file left by a run resumed from an earlier checkpoint is not its own) into
+    ``model_<it>_avg<k>.pt`` (fewer if it holds fewer) and return its path; None when only one is there."""
+    found = find_checkpoints(run_dir)
+    if last is not None:
+        upto = int(_MODEL_RE.search(Path(last).name)[1])
+        found = [p for p in found if int(_MODEL_RE.search(p.name)[1]) <= upto]
+    found = found[-n:]
+    if len(found) < 2:
+        return None
+    averaged = average_checkpoints(found)
+    path = averaged_policy_path(run_dir, int(averaged["iter"]), len(found))
+    save_atomic(averaged, path)
+    return path
+
+
+def check_not_averaged(ckpt: dict) -> None:
+    """Resume needs a training state: an averaged policy (``model_<it>_avg<n>.pt``) is refused."""
+    its = (ckpt.get("infos") or {}).get("averaged_from")
+    if its is not None:
+        p = Path(ckpt["_path"])
+        raise ValueError(
+            f"checkpoint {p} is the average of the checkpoints of iterations {its}: a policy to evaluate, "
+            f"export or play, not a training state (it has no optimizer state); resume from "
+            f"{p.parent / f'model_{its[-1]}.pt'} or the run directory {p.parent}"
+        )
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -1,0 +1,141 @@
+"""The run's policy as the average of its last checkpoints (``ppo.average_checkpoints``): the weights are
+the mean of the files averaged, the final evaluation and evaluate/export/play read the average, resume
+keeps to the training state."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import NO_MEDIA, TINY
+
+from navexp import compose_config
+from navexp.learn.checkpoint import (
+    average_checkpoints,
+    find_checkpoints,
+    load_checkpoint,
+    resolve_checkpoint,
+    resolve_policy,
+    save_atomic,
+    write_averaged_policy,
+)
+from navexp.train import run
+
+RUN = [*TINY, *NO_MEDIA, "ppo.save_interval=1", "ppo.max_iterations=3", "eval.num_episodes=4", "size=none"]
+
+
+def _fake(path: Path, it: int, weight: float, count: int, width: int = 2) -> Path:
+    """A checkpoint with one weight tensor filled with ``weight`` and an integer normalizer count."""
+    tensors = {"mlp.0.weight": torch.full((width, 3), weight), "obs_normalizer.count": torch.tensor(count)}
+    save_atomic(
+        {
+            "actor_state_dict": dict(tensors),
+            "critic_state_dict": {"mlp.0.weight": torch.full((1, 3), 10 * weight)},
+            "optimizer_state_dict": {"param_groups": [{"lr": 1e-3}]},
+            "iter": it,
+            "infos": {"model": {"kind": "mlp"}},
+        },
+        path / f"model_{it}.pt",
+    )
+    return path / f"model_{it}.pt"
+
+
+def test_the_average_is_the_mean_of_every_float_tensor(tmp_path):
+    """Weights 1, 2 and 6 average to 3 (the critic's 10, 20, 60 to 30); the count, the iteration and the
+    infos come from the last file; no optimizer state; the iterations averaged are recorded."""
+    paths = [_fake(tmp_path, 10, 1.0, 100), _fake(tmp_path, 20, 2.0, 200), _fake(tmp_path, 30, 6.0, 300)]
+    avg = average_checkpoints(paths)
+    assert torch.equal(avg["actor_state_dict"]["mlp.0.weight"], torch.full((2, 3), 3.0))
+    assert torch.equal(avg["critic_state_dict"]["mlp.0.weight"], torch.full((1, 3), 30.0))
+    assert avg["actor_state_dict"]["obs_normalizer.count"].item() == 300
+    assert avg["iter"] == 30 and avg["optimizer_state_dict"] == {}
+    assert avg["infos"] == {"model": {"kind": "mlp"}, "averaged_from": [10, 20, 30]}
+
+
+def test_checkpoints_of_another_shape_are_refused_naming_the_tensor(tmp_path):
+    a = _fake(tmp_path, 10, 1.0, 1, width=2)
+    b = _fake(tmp_path, 20, 1.0, 1, width=4)
+    with pytest.raises(
+        ValueError, match=r"actor_state_dict\.mlp\.0\.weight has shape \(2, 3\) against \(4, 3\)"
+    ):
+        average_checkpoints([a, b])
+
+
+def test_a_run_directory_means_its_average_only_at_its_latest_iteration(tmp_path):
+    """evaluate/export/play of a run dir read model_20_avg2.pt; once a resume saved model_30.pt the stale
+    average is passed over; resume (resolve_checkpoint) and the checkpoint list never see an average."""
+    _fake(tmp_path, 10, 1.0, 1)
+    _fake(tmp_path, 20, 3.0, 1)
+    save_atomic(average_checkpoints(find_checkpoints(tmp_path)), tmp_path / "model_20_avg2.pt")
+    assert resolve_policy(tmp_path).name == "model_20_avg2.pt"
+    assert resolve_checkpoint(tmp_path).name == "model_20.pt"
+    assert [p.name for p in find_checkpoints(tmp_path)] == ["model_10.pt", "model_20.pt"]
+    assert resolve_policy(tmp_path / "model_20.pt").name == "model_20.pt"  # a file is taken as given
+    _fake(tmp_path, 30, 5.0, 1)
+    assert resolve_policy(tmp_path).name == "model_30.pt"
+
+
+def test_the_average_ends_at_the_runs_last_checkpoint(tmp_path):
+    """A run resumed from model_20.pt in a directory that still holds model_30.pt (left by the first
+    launch) averages its own last two, model_10 and model_20: weights 1 and 3 give 2."""
+    for it, w in ((10, 1.0), (20, 3.0), (30, 50.0)):
+        _fake(tmp_path, it, w, 1)
+    path = write_averaged_policy(tmp_path, 2, last=tmp_path / "model_20.pt")
+    assert path == tmp_path / "model_20_avg2.pt"
+    avg = load_checkpoint(path)
+    assert avg["infos"]["averaged_from"] == [10, 20]
+    assert torch.equal(avg["actor_state_dict"]["mlp.0.weight"], torch.full((2, 3), 2.0))
+    assert (
+        write_averaged_policy(tmp_path, 2, last=tmp_path / "model_10.pt") is None
+    )  # one: nothing to average
+
+
+def test_a_run_averages_its_last_checkpoints_and_evaluates_the_average(tmp_path, monkeypatch):
+    """A 3-iteration run saving every iteration with ppo.average_checkpoints=2: model_2_avg2.pt holds the
+    mean of model_1.pt and model_2.pt, the final evaluation ran that policy and eval.json names it,
+    `navexp.evaluate` and `navexp.export` of the run dir read it, and resume refuses it, naming model_2.pt."""
+    import navexp.train as train_module
+    from navexp import evaluate
+    from navexp.deploy import export
+
+    seen = {}
+    original = train_module._evaluate_and_plot
+
+    def spy(policy, cfg, run_dir):
+        seen["state"] = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+        return original(policy, cfg, run_dir)
+
+    monkeypatch.setattr(train_module, "_evaluate_and_plot", spy)
+    overrides = [*RUN, "ppo.average_checkpoints=2"]
+    run_dir = tmp_path / "run"
+    run(compose_config(overrides), run_dir, overrides, quiet=True)
+
+    one, two = (load_checkpoint(run_dir / f"model_{i}.pt") for i in (1, 2))
+    avg = load_checkpoint(run_dir / "model_2_avg2.pt")
+    assert avg["infos"]["averaged_from"] == [1, 2]
+    for name, t in avg["actor_state_dict"].items():
+        if torch.is_floating_point(t):
+            assert torch.allclose(t, (one["actor_state_dict"][name] + two["actor_state_dict"][name]) / 2)
+            assert torch.equal(seen["state"][name], t), name  # the final evaluation ran the average
+    assert not torch.equal(avg["actor_state_dict"]["mlp.0.weight"], two["actor_state_dict"]["mlp.0.weight"])
+    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"].endswith("model_2_avg2.pt")
+
+    metrics = evaluate.main([f"checkpoint={run_dir}", "eval.num_episodes=2", f"out={tmp_path / 'e.json'}"])
+    assert metrics["checkpoint"].endswith("model_2_avg2.pt")
+    files = export.main([f"checkpoint={run_dir}", f"out={tmp_path / 'export'}"])
+    assert json.loads(files["meta"].read_text())["checkpoint"].endswith("model_2_avg2.pt")
+
+    before = sorted(os.listdir(run_dir))
+    with pytest.raises(ValueError, match=r"average of the checkpoints of iterations \[1, 2\].*model_2\.pt"):
+        run(compose_config([*overrides, f"resume={run_dir / 'model_2_avg2.pt'}"]), tmp_path / "x", overrides)
+    assert sorted(os.listdir(run_dir)) == before
+
+
+def test_average_checkpoints_below_one_is_refused_naming_the_key(tmp_path):
+    overrides = [*RUN, "ppo.average_checkpoints=0"]
+    with pytest.raises(ValueError, match=r"ppo\.average_checkpoints=0 is invalid; allowed: an integer >= 1"):
+        run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
+    assert not (tmp_path / "run").exists()
