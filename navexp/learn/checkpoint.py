@@ -192,9 +192,9 @@ def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None)
     a later file left by a run resumed from an earlier checkpoint is not its own) into
     ``model_<it>_avg<k>.pt`` (fewer if it holds fewer) and return its path; None when only one is there."""
     found = find_checkpoints(run_dir)
-    if last is not None:
-        upto = int(_MODEL_RE.search(Path(last).name)[1])
-        found = [p for p in found if int(_MODEL_RE.search(p.name)[1]) <= upto]
+    named = _MODEL_RE.search(Path(last).name) if last is not None else None  # a resumed foreign file: no cut
+    if named is not None:
+        found = [p for p in found if int(_MODEL_RE.search(p.name)[1]) <= int(named[1])]
     found = found[-n:]
     if len(found) < 2:
         return None
