@@ -232,9 +232,8 @@ def _prepare(cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, 
             cfg.env.device = device  # cuda:<LOCAL_RANK> or cpu
     size = str(cfg.size)
     # A bad curriculum config fails here, before anything is written.
-    start = Start(
-        run_dir, device, size, applied_preset(size, overrides), make_curriculum(cfg, NavEnv.OUTCOME_WINDOW)
-    )
+    applied = applied_preset(size, overrides, cfg)
+    start = Start(run_dir, device, size, applied, make_curriculum(cfg, NavEnv.OUTCOME_WINDOW))
     if ctx.is_main:
         print(
             f"[navexp] device {device}; size preset '{size}' set {start.applied or 'nothing'} "

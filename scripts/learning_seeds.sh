@@ -11,8 +11,7 @@
 # once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
 # several fit). Example, the trap recipe (README; BENCHMARKS.md, "The run's policy as the average of its
 # last checkpoints"):
-#   RECIPES="reward=path,obs=path_critic,env.robot.safety_horizon_s=0.1,ppo.model=rnn,ppo.num_mini_batches=2,ppo.num_learning_epochs=3,ppo.average_checkpoints=4" \
-#     SEEDS="1 2 3 4 5 6" bash scripts/learning_seeds.sh outputs/traps env=traps
+#   RECIPES=recipe=traps SEEDS="1 2 3 4 5 6" bash scripts/learning_seeds.sh outputs/traps
 # navexp.evaluate of a run directory scores the run's policy (its average with ppo.average_checkpoints).
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
 # OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;

@@ -287,6 +287,9 @@ class ExperimentCfg:
     experiment_name: str = "navexp"
     resume: str | None = None
     """Run directory or checkpoint to continue from."""
+    recipe: str = "none"
+    """The training recipe the config was composed with (set by the ``recipe`` group, composed last:
+    ``traps`` sets env, obs, reward and ppo choices; none). A key on the command line wins over it."""
     size: str = "none"
     """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | none).
     ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""

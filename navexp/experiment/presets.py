@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from navexp.experiment.cli import override_keys
 from navexp.paths import CONFIG_DIR
@@ -137,12 +137,13 @@ def preset_values(size: str) -> dict[str, Any]:
     return flat
 
 
-def applied_preset(size: str, overrides: list[str]) -> dict[str, Any]:
-    """What the preset set in this run: its keys minus those the command line (or a sweep) overrode."""
+def applied_preset(size: str, overrides: list[str], cfg: DictConfig) -> dict[str, Any]:
+    """What the preset set in this run: its keys the command line (or a sweep) left alone and the
+    composed ``cfg`` holds at the preset's value (a ``recipe``, composed after it, may set others)."""
     if size == AUTO:
         return {}
     user = override_keys(overrides)
-    return {k: v for k, v in preset_values(size).items() if k not in user}
+    return {k: v for k, v in preset_values(size).items() if k not in user and OmegaConf.select(cfg, k) == v}
 
 
 def _device(overrides: list[str]) -> str:

@@ -16,10 +16,17 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
 
     A key override replaces that key; a group override (``env=dense``) replaces the group's node; a
     size preset (``size=cpu``) sets the keys the preset sets. All values come from composing the
-    app's config with the same overrides.
+    app's config with the same overrides. A ``recipe=`` is refused: it sets how a policy is trained.
     """
     composed = compose_config(overrides)
     stored = (ckpt.get("infos") or {}).get("config")
+    if "recipe" in override_keys(overrides):
+        trained = (stored or {}).get("recipe", "none")
+        raise ValueError(
+            f"recipe={composed.recipe} cannot apply to a trained run: a recipe sets how a policy is trained "
+            f"(its observations, reward, model and update; this run's recipe: {trained}). Leave recipe= out; "
+            "to score the run on other maps pass env=<name> or suite=<name>"
+        )
     if stored is None:
         return composed
     # Keys added to the schema since the run was trained take their defaults; the run's own values win.
