@@ -306,9 +306,13 @@ def _path_name(key: str, value: Any) -> str:
 
 
 def register_configs() -> None:
-    """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``."""
+    """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``, once per
+    process (storing turns each dataclass into a config: 0.6 s for all of them, per call; Hydra's
+    ConfigStore hands out copies, so the stored ones never change)."""
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
     cs = ConfigStore.instance()
+    if "base_config.yaml" in cs.repo:
+        return
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)
     cs.store(group="robot", name="base_robot", node=RobotCfg, package="env.robot")
