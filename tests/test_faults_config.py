@@ -159,6 +159,7 @@ def test_concurrent_writers_of_one_path_each_publish_a_whole_document(tmp_path):
 
 
 # -- 6. an unusable sweep storage ---------------------------------------------------------------
+@pytest.mark.e2e  # starts `python -m navexp.train -m` processes
 @pytest.mark.parametrize("kind", ["unreachable", "corrupt"])
 def test_an_unusable_sweep_storage_is_one_line_naming_the_url(tmp_path, kind):
     """`python -m navexp.train -m hydra/sweeper=optuna sweep.storage=<url>` with a PostgreSQL server

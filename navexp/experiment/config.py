@@ -305,13 +305,28 @@ def _path_name(key: str, value: Any) -> str:
     return str(value)
 
 
+_STORED: dict[str, str] = {}
+"""The registries' fingerprint the schemas in Hydra's ConfigStore were stored with."""
+
+
+def _registries_fingerprint() -> str:
+    """What the schemas read from the term registries: every observation and reward term with its
+    default params (a term registered after the last store, a user's own, changes it; the map families
+    are fixed once ``navexp.task.maps.families`` is imported)."""
+    return repr((_default_obs_terms(), _default_reward_terms()))
+
+
 def register_configs() -> None:
-    """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``, once per
-    process (storing turns each dataclass into a config: 0.6 s for all of them, per call; Hydra's
-    ConfigStore hands out copies, so the stored ones never change)."""
+    """Store the schemas as ``base_<group>`` and the top-level schema as ``base_config``.
+
+    Storing turns each dataclass into a config (0.6 s for all of them), so it happens again only when
+    the registries changed since (or the ConfigStore was emptied); Hydra hands out copies of what is
+    stored, so a composed config never changes the stored schema.
+    """
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
     cs = ConfigStore.instance()
-    if "base_config.yaml" in cs.repo:
+    fingerprint = _registries_fingerprint()
+    if "base_config.yaml" in cs.repo and _STORED.get("fingerprint") == fingerprint:
         return
     cs.store(name="base_config", node=ExperimentCfg)
     cs.store(group="env", name="base_env", node=EnvCfg)
@@ -321,6 +336,7 @@ def register_configs() -> None:
     cs.store(group="ppo", name="base_ppo", node=PpoCfg)
     cs.store(group="logger", name="base_logger", node=LoggerCfg)
     cs.store(group="curriculum", name="base_curriculum", node=CurriculumCfg)
+    _STORED["fingerprint"] = fingerprint
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.=+,@-]+")
