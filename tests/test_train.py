@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,14 @@ def train(tmp_path: Path, *extra: str, name: str = "run") -> tuple[float, Path]:
     cfg = compose_config(overrides)
     run_dir = tmp_path / name
     return run(cfg, run_dir, overrides, quiet=True), run_dir
+
+
+@pytest.fixture
+def trained(tiny_run, tmp_path) -> Path:
+    """A copy of the tiny run of ``RUN`` (trained once per session), which the test may write into."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run(RUN), run_dir)
+    return run_dir
 
 
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -95,11 +104,11 @@ def test_two_iterations_through_the_real_app(tmp_path):
     assert (run_dir / "config.yaml").is_file() and (run_dir / ".hydra" / "config.yaml").is_file()
 
 
-def test_resume_continues_the_iteration_count_and_state(tmp_path):
+def test_resume_continues_the_iteration_count_and_state(tmp_path, trained):
     """Resume from model_1 continues at iteration 2 with the saved weights and adaptive learning rate."""
     from navexp.learn.runner import NavRunner
 
-    _, run_dir = train(tmp_path)
+    run_dir = trained
     saved = torch.load(run_dir / "model_1.pt", map_location="cpu", weights_only=False)
     seen = {}
     original = NavRunner.load_for_resume
@@ -148,9 +157,9 @@ def test_interrupt_writes_a_loadable_checkpoint(tmp_path, monkeypatch):
     assert ckpt["iter"] == 1 and not list((tmp_path / "run").glob("*.tmp"))
 
 
-def test_bad_resume_fails_clearly_and_touches_nothing(tmp_path):
+def test_bad_resume_fails_clearly_and_touches_nothing(tmp_path, trained):
     """Missing, truncated and incompatible checkpoints raise with the reason; the run dir is unchanged."""
-    _, run_dir = train(tmp_path)
+    run_dir = trained
     before = sorted(os.listdir(run_dir))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run(compose_config([*RUN, f"resume={tmp_path}/nope.pt"]), tmp_path / "x", RUN)
@@ -229,12 +238,12 @@ def test_wandb_failure_degrades_to_tensorboard(tmp_path, monkeypatch):
     assert "Loss/value" in scalars(run_dir) and (run_dir / "eval.json").is_file()
 
 
-def test_evaluate_cli_scores_a_checkpoint(tmp_path):
+def test_evaluate_cli_scores_a_checkpoint(tmp_path, trained):
     """`python -m navexp.evaluate checkpoint=<run dir>` counts exactly the asked
     episodes and writes eval.json."""
     from navexp import evaluate
 
-    _, run_dir = train(tmp_path)
+    run_dir = trained
     metrics = evaluate.main([f"checkpoint={run_dir}", "eval.num_episodes=7", f"out={tmp_path / 'e.json'}"])
     assert metrics["num_episodes"] == 7 and metrics["checkpoint"].endswith("model_1.pt")
     written = json.loads((tmp_path / "e.json").read_text())
