@@ -39,9 +39,9 @@ from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
 from navexp.experiment.validation import validate_run_cfg
 from navexp.learn import distributed
 from navexp.learn.checkpoint import (
-    check_model,
-    check_not_averaged,
     check_resume,
+    check_resume_source,
+    later_checkpoints,
     load_checkpoint,
     resolve_checkpoint,
     write_atomic,
@@ -253,8 +253,7 @@ def _prepare(cfg: DictConfig, run_dir: Path, overrides: list[str], quiet: bool, 
 def _resolve_resume(cfg: DictConfig, start: Start) -> None:
     """Load the checkpoint to continue; a missing, truncated or foreign file fails here, nothing touched."""
     ckpt = load_checkpoint(cfg.resume)
-    check_not_averaged(ckpt)  # an averaged policy has no optimizer state to continue from
-    check_model(ckpt, str(cfg.ppo.model))  # another ppo.model: refused before anything is built
+    check_resume_source(ckpt, cfg)  # an averaged policy, another ppo.model: refused before anything is built
     start.ckpt, start.run_dir = ckpt, Path(ckpt["_path"]).parent
     info = start.run_dir / "run_info.json"
     start.wandb_id = json.loads(info.read_text()).get("wandb_run_id") if info.is_file() else None
@@ -301,7 +300,15 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
     if ctx.is_main:
         start.run_dir.mkdir(parents=True, exist_ok=True)
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
-            archive_segment(start.run_dir)
+            later = later_checkpoints(start.run_dir, int(start.ckpt["iter"]))
+            folder = archive_segment(start.run_dir, later)
+            if later:
+                print(
+                    f"[navexp] resume from iteration {start.ckpt['iter']}: the earlier segment's later "
+                    f"checkpoints {[p.name for p in later]} moved to {folder} (this run continues from "
+                    f"{Path(start.ckpt['_path']).name})",
+                    flush=True,
+                )
         write_atomic(start.run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     record = _run_record(cfg, start, env, ctx)
     if ctx.is_main:
@@ -479,6 +486,12 @@ def _run_policy(cfg: DictConfig, runner: NavRunner, start: Start) -> tuple[torch
     n = int(cfg.ppo.get("average_checkpoints", 1))
     path = write_averaged_policy(start.run_dir, n, runner.last_checkpoint) if n > 1 else None
     if path is None:
+        if n > 1:
+            print(
+                f"[navexp] ppo.average_checkpoints={n}: the run saved one checkpoint, so its policy is "
+                f"{runner.last_checkpoint}",
+                flush=True,
+            )
         return policy, runner.last_checkpoint
     averaged = load_checkpoint(path)
     its = averaged["infos"]["averaged_from"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import NO_MEDIA, TINY
+from omegaconf import OmegaConf
 
 from navexp import compose_config
 from navexp.learn.checkpoint import (
@@ -139,3 +140,80 @@ def test_average_checkpoints_below_one_is_refused_naming_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"ppo\.average_checkpoints=0 is invalid; allowed: an integer >= 1"):
         run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path, capsys):
+    """A run of iterations 0-2 (model_2_avg2.pt its policy) resumed from model_0.pt to 2 iterations: the
+    branch it leaves (model_1.pt, model_2.pt, model_2_avg2.pt) moves byte for byte to segments/1/, so the
+    new model_1.pt overwrites nothing and the run directory's policy is the new branch's model_1_avg2.pt
+    (the average of model_0 and the new model_1), not the old branch's model_2_avg2.pt."""
+    overrides = [*RUN, "ppo.average_checkpoints=2", "eval.enabled=false"]
+    run_dir = tmp_path / "run"
+    run(compose_config(overrides), run_dir, overrides, quiet=True)
+    old = {name: (run_dir / name).read_bytes() for name in ("model_1.pt", "model_2.pt", "model_2_avg2.pt")}
+
+    again = [*overrides, "ppo.max_iterations=2"]
+    run(compose_config([*again, f"resume={run_dir / 'model_0.pt'}"]), run_dir, again, quiet=True)
+    assert (
+        "later checkpoints ['model_1.pt', 'model_2.pt', 'model_2_avg2.pt'] moved to"
+        in capsys.readouterr().out
+    )
+    assert {name: (run_dir / "segments" / "1" / name).read_bytes() for name in old} == old
+    assert sorted(p.name for p in run_dir.glob("model_*.pt")) == [
+        "model_0.pt",
+        "model_1.pt",
+        "model_1_avg2.pt",
+    ]
+    assert (run_dir / "model_1.pt").read_bytes() != old["model_1.pt"]  # trained again from model_0
+    assert resolve_policy(run_dir).name == "model_1_avg2.pt"
+    assert load_checkpoint(run_dir / "model_1_avg2.pt")["infos"]["averaged_from"] == [0, 1]
+
+
+def test_a_policy_that_is_not_the_asked_average_says_so(tmp_path, capsys):
+    """ppo.average_checkpoints=4 on a run that saved one checkpoint: the training says its policy is
+    model_0.pt, and `navexp.evaluate` of the run directory says it scores model_0.pt, not an average."""
+    from navexp import evaluate
+
+    overrides = [*RUN, "ppo.max_iterations=1", "ppo.average_checkpoints=4", "eval.enabled=false"]
+    run_dir = tmp_path / "run"
+    run(compose_config(overrides), run_dir, overrides, quiet=True)
+    assert (
+        "ppo.average_checkpoints=4: the run saved one checkpoint, so its policy is" in capsys.readouterr().out
+    )
+    metrics = evaluate.main([f"checkpoint={run_dir}", "eval.num_episodes=2", f"out={tmp_path / 'e.json'}"])
+    assert metrics["checkpoint"].endswith("model_0.pt")
+    err = capsys.readouterr().err
+    assert "asked for the average of its last 4 checkpoints" in err and "using model_0.pt" in err
+
+
+def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
+    """The Hydra callback checks the resume source before Hydra writes anything: an averaged policy, and
+    a run trained with recipe=traps (a GRU) resumed with recipe=none (an MLP), each end in one
+    `Error: ...` line naming the file, and the mismatch names both recipes."""
+    from navexp.experiment.rundir import RunDirGuard
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for it, w in ((1, 1.0), (2, 3.0)):
+        _fake(run_dir, it, w, 1)
+    save_atomic(average_checkpoints(find_checkpoints(run_dir)), run_dir / "model_2_avg2.pt")
+
+    def guard(*overrides: str):
+        cfg = compose_config([*RUN, *overrides])
+        OmegaConf.set_struct(cfg, False)
+        cfg = OmegaConf.merge(cfg, {"hydra": {"run": {"dir": str(run_dir)}, "job": {"name": "train"}}})
+        RunDirGuard().on_run_start(cfg)
+
+    before = sorted(os.listdir(run_dir))
+    with pytest.raises(SystemExit, match=r"^Error: checkpoint .*model_2_avg2\.pt is the average of"):
+        guard(f"resume={run_dir / 'model_2_avg2.pt'}")
+    ckpt = load_checkpoint(run_dir / "model_2.pt")
+    ckpt["infos"].update(model={"kind": "rnn"}, config={"recipe": "traps"})
+    ckpt.pop("_path")
+    save_atomic(ckpt, run_dir / "model_2.pt")
+    with pytest.raises(
+        SystemExit,
+        match=r"^Error: .*holds a ppo.model='rnn' policy.*recipe=traps; this launch composes recipe=none\)",
+    ):
+        guard(f"resume={run_dir / 'model_2.pt'}", "recipe=none")
+    assert sorted(os.listdir(run_dir)) == before

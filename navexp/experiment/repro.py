@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import random
 import subprocess
@@ -111,9 +112,12 @@ def _legacy_segment(old: dict) -> dict:
     return {"started": old.get("created")} | {k: old.get(k) for k in ("argv", "git_revision", "resumed_from")}
 
 
-def archive_segment(run_dir: Path) -> Path | None:
+def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path | None:
     """Before a resume writes its own: move the previous segment's ``eval.json`` and copy its
-    ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1); return that folder."""
+    ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1), and move the checkpoints
+    in ``superseded`` there too (a resume from an earlier iteration: the later checkpoints and averages
+    belong to the branch it leaves, which it would otherwise overwrite one by one or leave behind as the
+    run's latest); return that folder."""
     path = run_dir / "run_info.json"
     try:
         k = len(json.loads(path.read_text()).get("segments") or [None])
@@ -128,6 +132,10 @@ def archive_segment(run_dir: Path) -> Path | None:
             write_atomic(folder / name, src.read_bytes())
             moved = True
     (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
+    for src in superseded:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.replace(src, folder / src.name)
+        moved = True
     return folder if moved else None
 
 

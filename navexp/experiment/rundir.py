@@ -24,7 +24,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from navexp.experiment.validation import validate_run_cfg
-from navexp.learn.checkpoint import find_checkpoints
+from navexp.learn.checkpoint import check_resume_source, find_checkpoints, load_checkpoint
 
 LOCK_NAME = ".navexp.lock"
 RUN_MARKERS = ("run_info.json", "config.yaml")
@@ -229,6 +229,8 @@ class RunDirGuard(Callback):
         run_dir = Path(str(config.hydra.run.dir))
         try:
             validate_run_cfg(config)
+            if config.get("resume"):  # an averaged policy or another ppo.model: refused before Hydra writes
+                check_resume_source(load_checkpoint(config.resume), config)
             lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
             try:
                 if not config.get("resume"):
@@ -236,7 +238,7 @@ class RunDirGuard(Callback):
             except BaseException:
                 lock.release()
                 raise
-        except (RunDirBusyError, FileExistsError, ValueError, TypeError) as e:
+        except (RunDirBusyError, FileExistsError, FileNotFoundError, ValueError, TypeError) as e:
             # Hydra turns a callback's Exception into a warning and runs on; SystemExit stops it.
             raise SystemExit(f"Error: {e}") from None
         _held_by_guard[run_dir.resolve()] = lock

@@ -21,6 +21,7 @@ import os
 import pickle
 import re
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +149,38 @@ def resolve_policy(path: str | Path) -> Path:
 
 
 def load_policy(path: str | Path) -> dict:
-    """``load_checkpoint`` of ``resolve_policy(path)``: what evaluate, export and play score or ship."""
-    return load_checkpoint(resolve_policy(path))
+    """``load_checkpoint`` of ``resolve_policy(path)``: what evaluate, export and play score or ship.
+    A run directory whose run asked for an average (``ppo.average_checkpoints`` > 1) but holds none at
+    its latest iteration (stopped before its end, or it saved one checkpoint) yields its latest
+    checkpoint, and says so on stderr."""
+    resolved = resolve_policy(path)
+    ckpt = load_checkpoint(resolved)
+    asked = int(((_stored_config(ckpt).get("ppo") or {}).get("average_checkpoints")) or 1)
+    if Path(path).expanduser().is_dir() and asked > 1 and _MODEL_RE.search(resolved.name):
+        print(
+            f"[navexp] {path}: its run asked for the average of its last {asked} checkpoints "
+            f"(ppo.average_checkpoints={asked}) but holds none at iteration {ckpt['iter']} (it stopped "
+            f"before its end, or saved one checkpoint); using {resolved.name}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return ckpt
+
+
+def _stored_config(ckpt: dict) -> dict:
+    """The experiment config a checkpoint's run recorded (``infos.config``; {} for older files)."""
+    return (ckpt.get("infos") or {}).get("config") or {}
+
+
+def later_checkpoints(run_dir: Path, it: int) -> list[Path]:
+    """The ``model_<k>.pt`` and ``model_<k>_avg<n>.pt`` of ``run_dir`` with k > ``it``: what a resume from
+    iteration ``it`` would overwrite or leave behind as the run's latest (another branch's files)."""
+    later = []
+    for p in run_dir.glob("model_*.pt"):
+        m = _MODEL_RE.search(p.name) or _AVERAGED_RE.search(p.name)
+        if m is not None and int(m[1]) > it:
+            later.append(p)
+    return sorted(later, key=lambda p: p.name)
 
 
 def average_checkpoints(paths: list[Path]) -> dict:
@@ -202,6 +233,22 @@ def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None)
     path = averaged_policy_path(run_dir, int(averaged["iter"]), len(found))
     save_atomic(averaged, path)
     return path
+
+
+def check_resume_source(ckpt: dict, cfg) -> None:
+    """What a resume needs of its checkpoint, checked before anything is built or written: a training
+    state (not an averaged policy) of this config's ``ppo.model``; a mismatch names the run's recipe
+    when this launch composes another one."""
+    check_not_averaged(ckpt)
+    try:
+        check_model(ckpt, str(cfg.ppo.model))
+    except ValueError as e:
+        theirs, ours = _stored_config(ckpt).get("recipe"), cfg.get("recipe")
+        if theirs is not None and theirs != ours:
+            raise ValueError(
+                f"{e} (the run was trained with recipe={theirs}; this launch composes recipe={ours})"
+            ) from None
+        raise
 
 
 def check_not_averaged(ckpt: dict) -> None:
