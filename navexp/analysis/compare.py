@@ -35,6 +35,7 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from navexp.learn.checkpoint import resolve_policy  # noqa: E402
 from navexp.paths import overrides_record  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
@@ -60,6 +61,8 @@ class Run:
     config: Any
     metrics: dict | None = None
     """eval.json (None: the run has not finished)."""
+    evaluation: Path | None = None
+    """The evaluation file read (``find_runs``)."""
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Group:
 def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run]:
     """Every run directory (holding config.yaml) under ``dirs``, in path order, with the metrics of
     its ``evaluation`` file: ``eval.json`` (the final evaluation), or a glob in the run directory such as
-    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (the newest match by name)."""
+    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (several matches: ``evaluation_file``)."""
     runs = []
     for d in dirs:
         root = Path(d)
@@ -86,10 +89,33 @@ def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run
         )
         for cfg_path in configs:
             run_dir = cfg_path.parent
-            matches = sorted(p for p in run_dir.glob(evaluation) if p.is_file())
-            metrics = json.loads(matches[-1].read_text()) if matches else None
-            runs.append(Run(run_dir, _overrides(run_dir), OmegaConf.load(cfg_path), metrics))
+            path = evaluation_file(run_dir, evaluation)
+            metrics = json.loads(path.read_text()) if path is not None else None
+            runs.append(Run(run_dir, _overrides(run_dir), OmegaConf.load(cfg_path), metrics, path))
     return runs
+
+
+def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
+    """The run's file matching ``pattern``; of several, one that scores the run's policy (what
+    ``navexp.evaluate checkpoint=<run>`` reads: its average with ``ppo.average_checkpoints``), the
+    newest by modification time among those (an evaluation of another checkpoint, such as a single
+    ``model_<it>.pt``, only when none scores the policy)."""
+    matches = [p for p in run_dir.glob(pattern) if p.is_file()]
+    if len(matches) <= 1:
+        return matches[0] if matches else None
+    try:
+        policy = resolve_policy(run_dir).name
+    except FileNotFoundError:  # no checkpoint left: the newest file
+        policy = None
+
+    def rank(p: Path) -> tuple[bool, int]:
+        try:
+            scored = Path(str(json.loads(p.read_text()).get("checkpoint") or "")).name
+        except (OSError, ValueError):
+            scored = ""
+        return scored == policy, p.stat().st_mtime_ns
+
+    return max(matches, key=rank)
 
 
 def _earlier_segment(d: Path) -> bool:
@@ -136,7 +162,8 @@ def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
                     raise KeyError(
                         f"by={k!r} is not a config key of {run.path}; keys that vary: {varying_keys(runs)}"
                     )
-                key[k] = json.dumps(OmegaConf.to_container(value) if OmegaConf.is_config(value) else value)
+                plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+                key[k] = plain if isinstance(plain, str) else json.dumps(plain)  # traps, not "traps"
         else:
             key = dict(o.lstrip("+").split("=", 1) for o in run.overrides if "=" in o)
         groups.setdefault(tuple(sorted(key.items())), Group(key)).runs.append(run)
@@ -200,6 +227,30 @@ def entry_metrics(run: Run, entry: str) -> dict:
     return {**entries[entry], "entries": entries}
 
 
+def _scored(run: Run) -> str:
+    """What a run's evaluation file scores at its top level: the suite and its main entry."""
+    suite = run.metrics.get("suite")
+    if not suite:
+        return "the run's own env (no suite)"
+    return f"suite {suite}, main entry {run.metrics.get('suite_main_entry')}"
+
+
+def check_one_main_entry(group: Group) -> None:
+    """A group's success rates must score one thing: evaluations of different suites (their main
+    entries: the trap mix against the held-out dead ends) are refused, naming two runs and their files."""
+    seen: dict[str, Run] = {}
+    for run in group.runs:
+        seen.setdefault(_scored(run), run)
+    if len(seen) > 1:
+        (a, ra), (b, rb) = list(seen.items())[:2]
+        raise ValueError(
+            f"the group {group.key or 'of all runs'} mixes evaluations of different suites: "
+            f"{ra.evaluation} scores {a}, {rb.evaluation} scores {b}; compare one suite's files "
+            f"(eval='eval_*suite-<name>*.json', or eval.json of runs evaluated alike) or one entry "
+            f"(entry=NAME)"
+        )
+
+
 def compare(
     dirs: list[str | Path],
     by: list[str] | None = None,
@@ -220,6 +271,9 @@ def compare(
     if by:  # check the keys on every run, also where none finished yet
         group_runs(runs, by)
     groups = group_runs(finished, by)
+    if not entry:
+        for g in groups:
+            check_one_main_entry(g)
     rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
     rows = [({"entry": entry} if entry else {}) | summarize(g) for g in groups]
     return Comparison(rows, rates, [r.path for r in runs if r.metrics is None])
