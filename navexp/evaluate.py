@@ -24,7 +24,7 @@ from navexp.analysis.rollout import EvalRun
 from navexp.analysis.suites import evaluate_suite
 from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
-from navexp.experiment.suites import check_suite
+from navexp.experiment.suites import check_evaluation
 from navexp.learn.checkpoint import load_policy, write_atomic
 
 USAGE = (
@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> dict:
     ckpt = load_policy(args.options["checkpoint"])
     cfg = load_run_config(ckpt, overrides)
     suite = args.options.get("suite")
-    if suite:
-        check_suite(cfg, suite)  # an unknown suite or entry key fails here, before anything runs
+    check_evaluation(cfg, suite)  # an unknown suite or entry key, unplayable scenario entries: before any run
     record = evaluation_record(cfg, ckpt["_path"], overrides, suite)
     explicit = "out" in args.options
     out = Path(args.options["out"]) if explicit else default_output(ckpt["_path"], cfg, overrides, suite)

@@ -231,3 +231,62 @@ def test_eval_scalar_tags_per_entry_family_and_scenario():
     }
     scen = {"success_rate": 1.0, "by_scenario": {"left": {"success_rate": 1.0}}}
     assert eval_scalars(scen) == {"Eval/success_rate": 1.0, "Eval/left/success_rate": 1.0}
+
+
+THREE = """
+scenarios:
+  - name: a
+    robot: {x: -3.0, y: -2.0, yaw_deg: 0.0}
+    goal: {x: 3.0, y: -2.0}
+  - name: b
+    robot: {x: -3.0, y: 0.0, yaw_deg: 0.0}
+    goal: {x: 3.0, y: 0.0}
+  - name: c
+    robot: {x: -3.0, y: 2.0, yaw_deg: 0.0}
+    goal: {x: 3.0, y: 2.0}
+"""
+
+
+def test_fewer_episodes_than_scenario_entries_is_refused_naming_the_unplayed(
+    suite_run, scenario_file, tmp_path
+):
+    """A 3-entry file with eval.num_episodes=2 would never play entry c: evaluate and a training's
+    final evaluation refuse it before any episode, naming ['c'] and the minimum 3; 3 episodes play
+    each entry once."""
+    from navexp import evaluate
+
+    path = scenario_file(THREE)
+    with pytest.raises(
+        ValueError, match=r"eval.num_episodes=2 is fewer than the 3 entries .*\['c'\] would never"
+    ):
+        evaluate.main([f"checkpoint={suite_run}", f"env.scenarios={path}", "eval.num_episodes=2"])
+    with pytest.raises(ValueError, match=r"entry room: eval.num_episodes=2 is fewer than the 3 entries"):
+        run(compose_config([*RUN, f"env.scenarios={path}", "eval.num_episodes=2"]), tmp_path / "x", RUN)
+    assert not (tmp_path / "x").exists()
+    metrics = evaluate.main(
+        [
+            f"checkpoint={suite_run}",
+            f"env.scenarios={path}",
+            "eval.num_episodes=3",
+            f"out={tmp_path / 'e.json'}",
+        ]
+    )
+    assert {k: v["num_episodes"] for k, v in metrics["by_scenario"].items()} == {"a": 1, "b": 1, "c": 1}
+
+
+def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(scenario_file, tmp_path):
+    """The default suite on a run given env.scenarios: room (the run's own env) plays the file, dense
+    (its own obstacle counts) plays dense random rooms; suite=ood, where every entry draws its own
+    layouts, would play the file nowhere, so it is refused naming the file and the entries."""
+    from navexp.experiment.suites import check_suite, entry_config, load_suite
+
+    path = scenario_file(THREE)
+    cfg = compose_config(["env.device=cpu", f"env.scenarios={path}"])
+    room, dense = (entry_config(cfg, e) for e in load_suite("default").entries)
+    assert room.env.scenarios == path and dense.env.scenarios is None
+    assert list(dense.env.obstacles.cylinder_count) == [5, 8]
+    check_suite(cfg, "default")
+    with pytest.raises(
+        ValueError, match=r"env.scenarios=.* is played by no entry of suite ood: each of \['dead_end_xl', "
+    ):
+        check_suite(cfg, "ood")

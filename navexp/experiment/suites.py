@@ -28,6 +28,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from navexp.experiment.run_config import eval_env_cfg
 from navexp.paths import CONFIG_DIR
+from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 from navexp.task.validation import validate_env_cfg
 
 SUITES_DIR = CONFIG_DIR / "suites"
@@ -94,24 +95,73 @@ def load_suite(name_or_path: str) -> DictConfig:
     return suite
 
 
+LAYOUT_KEYS = ("env.maps.", "env.obstacles.")
+"""Overrides under these draw an entry's own layouts (the slot counts, ``*_slots``, only make room)."""
+
+
+def draws_layouts(entry: DictConfig) -> list[str]:
+    """The entry's overrides that draw its own layouts (map families, obstacle counts and sizes)."""
+    return [k for k in entry.overrides if str(k).startswith(LAYOUT_KEYS) and not str(k).endswith("_slots")]
+
+
 def entry_config(cfg: DictConfig, entry: DictConfig) -> DictConfig:
     """The run's config with the entry's overrides and episode count; a key the config lacks fails,
-    naming the entry and the key."""
+    naming the entry and the key. An entry that draws its own layouts (``draws_layouts``) plays them, not
+    the run's scenario file (``env.scenarios``), unless it names one itself."""
     cfg = cfg.copy()
     with open_dict(cfg):
         for key, value in entry.overrides.items():
             if OmegaConf.select(cfg, key, default=_MISSING_KEY) is _MISSING_KEY:
                 raise KeyError(f"suite entry {entry.name!r}: override {key!r} is not a config key")
             OmegaConf.update(cfg, key, value, merge=False)
+        if draws_layouts(entry) and "env.scenarios" not in entry.overrides:
+            cfg.env.scenarios = None
         if entry.num_episodes is not None:
             cfg.eval.num_episodes = int(entry.num_episodes)
     return cfg
 
 
 def check_suite(cfg: DictConfig, name_or_path: str) -> None:
-    """Load the suite and validate every entry's evaluation env config (before training or any episode)."""
-    for entry in load_suite(name_or_path).entries:
+    """Load the suite and validate every entry's evaluation env config (before training or any episode).
+    A scenario file (``env.scenarios``) that no entry plays (each draws its own layouts) is refused."""
+    entries = load_suite(name_or_path).entries
+    played = False
+    for entry in entries:
         try:
-            validate_env_cfg(eval_env_cfg(entry_config(cfg, entry)).env)
+            ecfg = entry_config(cfg, entry)
+            validate_env_cfg(eval_env_cfg(ecfg).env)
+            check_scenario_episodes(ecfg)
         except ValueError as e:
             raise ValueError(f"suite {name_or_path}, entry {entry.name}: {e}") from e
+        played = played or bool(ecfg.env.get("scenarios"))
+    if cfg.env.get("scenarios") and not played:
+        raise ValueError(
+            f"env.scenarios={cfg.env.scenarios} is played by no entry of suite {name_or_path}: each of "
+            f"{[str(e.name) for e in entries]} draws its own layouts ({draws_layouts(entries[0])[:2]}, ...); "
+            f"evaluate the scenario file without suite=, or the suite without env.scenarios="
+        )
+
+
+def check_scenario_episodes(cfg: DictConfig) -> None:
+    """An evaluation of a scenario file plays every entry: ``eval.num_episodes`` below the number of
+    entries is refused, naming the entries that would never be played."""
+    scen = cfg.env.get("scenarios")
+    if not scen:
+        return
+    names = scenario_entry_names(resolve_scenario_path(str(scen)))
+    n = int(cfg.eval.num_episodes)
+    if n < len(names):
+        raise ValueError(
+            f"eval.num_episodes={n} is fewer than the {len(names)} entries of env.scenarios={scen}: "
+            f"{names[n:]} would never be played; allowed: eval.num_episodes >= {len(names)} (a multiple of "
+            f"{len(names)} plays every entry equally often)"
+        )
+
+
+def check_evaluation(cfg: DictConfig, suite: str | None) -> None:
+    """What an evaluation will play, checked before any episode: every entry of ``suite``, or the
+    run's config alone."""
+    if suite:
+        check_suite(cfg, suite)
+    else:
+        check_scenario_episodes(cfg)

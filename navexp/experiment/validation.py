@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from navexp.experiment.config import check_path_name
-from navexp.experiment.suites import check_suite
+from navexp.experiment.suites import check_evaluation
 from navexp.learn.models import check_model_cfg, is_recurrent
 from navexp.task.checks import check_all_finite
 from navexp.task.validation import validate_env_cfg
@@ -58,8 +58,8 @@ def validate_run_cfg(cfg: Any) -> None:
             f"ppo.critic_model (recurrent mini-batches are groups of worlds)",
         )
     _check_eval_video(cfg.eval)
-    if cfg.eval.enabled and cfg.eval.get("suite"):  # an unknown suite or a bad entry fails before training
-        check_suite(cfg, str(cfg.eval.suite))
+    if cfg.eval.enabled:  # an unknown suite, a bad entry, a scenario file not fully played: before training
+        check_evaluation(cfg, cfg.eval.get("suite") and str(cfg.eval.suite))
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
