@@ -16,24 +16,50 @@
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
 # OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;
 # OUT_DIR/entries.md: every entry of the three suites alone (navexp.compare entry=NAME).
+# A seed whose run directory already holds a finished run (eval.json) is not trained again: only its
+# missing suite=ood / suite=default evaluations run, so a batch that stopped part-way completes with
+# the same command. A directory with an unfinished run is left alone and reported (resume it with
+# `python -m navexp.train resume=DIR`, or remove it). Logs are appended to. The tables are written
+# in any case; the script exits 1 when any seed failed, 2 on bad arguments.
 set -uo pipefail
 out=${1:?usage: learning_seeds.sh OUT_DIR [training overrides ...]}; shift
-seeds=${SEEDS:-1 2 3}
-recipes=${RECIPES:-ppo.model=mlp ppo.model=rnn}
+seeds=${SEEDS-1 2 3}
+recipes=${RECIPES-ppo.model=mlp ppo.model=rnn}
 parallel=${PARALLEL:-1}
 py=${PYTHON:-python}
+bad() { echo "learning_seeds: $*" >&2; exit 2; }
+[ -n "${seeds// /}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""
+for s in $seeds; do
+  [[ $s =~ ^[0-9]+$ ]] || bad "SEEDS holds '$s'; allowed: integers >= 0 separated by spaces"
+done
+[ -n "${recipes// /}" ] || bad "RECIPES is empty; give one recipe per word, e.g. RECIPES=recipe=traps"
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || bad "PARALLEL=$parallel; allowed: an integer >= 1"
 mkdir -p "$out"
 
 one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood and suite=default
-  local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_}
+  local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_} rc=0 suite
   local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log"
   mkdir -p "$out/$name"
-  # shellcheck disable=SC2086
-  $py -m navexp.train eval.suite=families "${extra[@]}" ${recipe//,/ } seed="$seed" hydra.run.dir="$dir" \
-    >"$log" 2>&1 &&
-    $py -m navexp.evaluate checkpoint="$dir" suite=ood >>"$log" 2>&1 &&
-    $py -m navexp.evaluate checkpoint="$dir" suite=default >>"$log" 2>&1
-  echo "[learning_seeds] $recipe seed $seed: exit $? ($(grep -c '^\[navexp\] it ' "$log") iterations logged)"
+  rm -f "$dir.failed"
+  echo "[learning_seeds] $(date '+%F %T') $recipe seed $seed" >>"$log"
+  if [ -f "$dir/eval.json" ]; then
+    echo "[learning_seeds] $dir is a finished run: not trained again" >>"$log"
+  elif [ -e "$dir" ]; then
+    echo "[learning_seeds] $dir holds an unfinished run: resume it (python -m navexp.train resume=$dir) or remove it" |
+      tee -a "$log" >&2
+    rc=1
+  else
+    # shellcheck disable=SC2086
+    $py -m navexp.train eval.suite=families "${extra[@]}" ${recipe//,/ } seed="$seed" hydra.run.dir="$dir" \
+      >>"$log" 2>&1 || rc=$?
+  fi
+  for suite in ood default; do
+    [ "$rc" -eq 0 ] || break
+    compgen -G "$dir/eval_*suite-$suite*.json" >/dev/null && continue  # evaluated before
+    $py -m navexp.evaluate checkpoint="$dir" suite="$suite" >>"$log" 2>&1 || rc=$?
+  done
+  [ "$rc" -eq 0 ] || touch "$dir.failed"
+  echo "[learning_seeds] $recipe seed $seed: exit $rc ($(grep -c '^\[navexp\] it ' "$log") iterations logged in $log)"
 }
 
 extra=("$@")
@@ -66,3 +92,8 @@ for suite in families ood default; do
   done
 done
 echo "[learning_seeds] wrote $out/entries.md"
+failed=$(find "$out" -name 'seed_*.failed' | sort)
+if [ -n "$failed" ]; then
+  echo "[learning_seeds] failed (see each seed's .log): ${failed//.failed/}" >&2
+  exit 1
+fi

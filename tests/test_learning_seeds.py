@@ -1,0 +1,115 @@
+"""scripts/learning_seeds.sh's bookkeeping, with a stand-in for python that records each call: bad
+arguments refused, a finished seed not trained again, an unfinished one reported, logs kept, a failed
+seed named in the exit status. (The trainings themselves: BENCHMARKS.md; the tools: their own tests.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_seeds.sh"
+
+STUB = f"""\
+#!{sys.executable}
+# Stands in for python: navexp.train makes the run dir and its eval.json (seed=13 fails),
+# navexp.evaluate writes its suite file, navexp.compare prints a line; every call is recorded.
+import json, os, pathlib, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["CALLS"], "a") as f:
+    f.write(" ".join(args) + "\\n")
+if args[0] == "-c":
+    sys.exit(subprocess.call([{sys.executable!r}, *args]))
+opts = dict(a.split("=", 1) for a in args[2:] if "=" in a)
+if args[1] == "navexp.train":
+    if opts["seed"] == "13":
+        print("Error: boom"); sys.exit(1)
+    d = pathlib.Path(opts["hydra.run.dir"]); d.mkdir(parents=True)
+    (d / "config.yaml").write_text("seed: 1\\n")
+    (d / "eval.json").write_text(json.dumps({{"success_rate": 1.0, "entries": {{"random": {{}}}}}}))
+    print("[navexp] it 1/1")
+elif args[1] == "navexp.evaluate":
+    d = pathlib.Path(opts["checkpoint"])
+    ev = json.dumps({{"entries": {{"x": {{}}}}}})
+    (d / f"eval_model_0_run_0_suite-{{opts['suite']}}.json").write_text(ev)
+"""
+
+
+def launch(tmp_path: Path, out: Path, **env: str) -> subprocess.CompletedProcess:
+    stub = tmp_path / "python"
+    stub.write_text(STUB)
+    stub.chmod(0o755)
+    full = {
+        **os.environ,
+        "PYTHON": str(stub),
+        "CALLS": str(tmp_path / "calls"),
+        "RECIPES": "ppo.model=mlp",
+        **env,
+    }
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(out)], env=full, capture_output=True, text=True, timeout=60
+    )
+
+
+def calls(tmp_path: Path, tool: str) -> list[str]:
+    lines = (tmp_path / "calls").read_text().splitlines()
+    (tmp_path / "calls").unlink()
+    return [line for line in lines if line.startswith(f"-m navexp.{tool}")]
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"SEEDS": ""}, "SEEDS is empty"),
+        ({"SEEDS": "1 x"}, "SEEDS holds 'x'; allowed: integers >= 0"),
+        ({"PARALLEL": "x"}, "PARALLEL=x; allowed: an integer >= 1"),
+        ({"PARALLEL": "0"}, "PARALLEL=0; allowed: an integer >= 1"),
+        ({"RECIPES": " "}, "RECIPES is empty"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path, env, message):
+    result = launch(tmp_path, tmp_path / "out", **env)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "calls").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_second_launch_completes_only_what_is_missing_and_a_failure_is_the_exit_status(tmp_path):
+    """SEEDS="1 13": seed 1 trains and is evaluated on ood and default; seed 13's training fails, so the
+    script exits 1 naming it, after writing the tables. Relaunched: seed 1 is not trained or evaluated
+    again and its log keeps the first launch's lines; seed 13 is tried again. A seed directory left
+    unfinished (no eval.json) is reported, not overwritten."""
+    out = tmp_path / "out"
+    first = launch(tmp_path, out, SEEDS="1 13")
+    assert first.returncode == 1 and "failed (see each seed's .log):" in first.stderr
+    assert "ppo.model_mlp/seed_13" in first.stderr and "seed_1 " not in first.stderr
+    assert len(calls(tmp_path, "train")) == 2
+    seed1 = out / "ppo.model_mlp" / "seed_1"
+    assert sorted(p.name for p in seed1.glob("eval_*")) == [
+        "eval_model_0_run_0_suite-default.json",
+        "eval_model_0_run_0_suite-ood.json",
+    ]
+    assert (out / "entries.md").is_file()
+    log_before = (out / "ppo.model_mlp" / "seed_1.log").read_text()
+
+    again = launch(tmp_path, out, SEEDS="1 13")
+    assert again.returncode == 1
+    lines = (tmp_path / "calls").read_text().splitlines()
+    trained = [c for c in lines if c.startswith("-m navexp.train")]
+    assert len(trained) == 1 and "seed=13" in trained[0]
+    assert not [c for c in lines if c.startswith("-m navexp.evaluate") and f"checkpoint={seed1} " in c + " "]
+    (tmp_path / "calls").unlink()
+    log = (out / "ppo.model_mlp" / "seed_1.log").read_text()
+    assert log.startswith(log_before) and "is a finished run: not trained again" in log
+
+    (out / "ppo.model_mlp" / "seed_2").mkdir()  # a run killed before its eval.json
+    third = launch(tmp_path, out, SEEDS="2")
+    assert third.returncode == 1 and "holds an unfinished run: resume it" in third.stderr
+    assert not calls(tmp_path, "train") and not list((out / "ppo.model_mlp" / "seed_2").iterdir())
+
+
+def test_the_usage_is_printed_without_an_output_dir():
+    result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "usage: learning_seeds.sh OUT_DIR" in result.stderr
