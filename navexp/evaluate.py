@@ -24,7 +24,7 @@ from navexp.analysis.rollout import EvalRun
 from navexp.analysis.suites import evaluate_suite
 from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
-from navexp.experiment.suites import check_evaluation
+from navexp.experiment.suites import check_evaluation, check_scenarios_played
 from navexp.learn.checkpoint import load_policy, write_atomic
 
 USAGE = (
@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_run_config(ckpt, overrides)
     suite = args.options.get("suite")
     check_evaluation(cfg, suite)  # an unknown suite or entry key, unplayable scenario entries: before any run
+    if (
+        suite
+        and any(o.split("=", 1)[0].lstrip("+~") == "env.scenarios" for o in overrides)
+        and cfg.env.scenarios
+    ):
+        check_scenarios_played(cfg, suite)  # the file asked for here would be played nowhere
     record = evaluation_record(cfg, ckpt["_path"], overrides, suite)
     explicit = "out" in args.options
     out = Path(args.options["out"]) if explicit else default_output(ckpt["_path"], cfg, overrides, suite)

@@ -300,7 +300,7 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
     if ctx.is_main:
         start.run_dir.mkdir(parents=True, exist_ok=True)
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
-            later = later_checkpoints(start.run_dir, int(start.ckpt["iter"]))
+            later = later_checkpoints(start.run_dir, start.ckpt)
             folder = archive_segment(start.run_dir, later)
             if later:
                 print(
@@ -488,8 +488,8 @@ def _run_policy(cfg: DictConfig, runner: NavRunner, start: Start) -> tuple[torch
     if path is None:
         if n > 1:
             print(
-                f"[navexp] ppo.average_checkpoints={n}: the run saved one checkpoint, so its policy is "
-                f"{runner.last_checkpoint}",
+                f"[navexp] ppo.average_checkpoints={n}: the run saved fewer than two checkpoints, so its "
+                f"policy is {runner.last_checkpoint}",
                 flush=True,
             )
         return policy, runner.last_checkpoint

@@ -22,17 +22,19 @@
 # `python -m navexp.train resume=DIR`, or remove it). Logs are appended to. The tables are written
 # in any case; the script exits 1 when any seed failed, 2 on bad arguments.
 set -uo pipefail
-out=${1:?usage: learning_seeds.sh OUT_DIR [training overrides ...]}; shift
+set -f  # the words of SEEDS and RECIPES are never file patterns
+bad() { echo "learning_seeds: $*" >&2; exit 2; }
+[ $# -ge 1 ] || bad "usage: learning_seeds.sh OUT_DIR [training overrides ...]"
+out=$1; shift
 seeds=${SEEDS-1 2 3}
 recipes=${RECIPES-ppo.model=mlp ppo.model=rnn}
 parallel=${PARALLEL:-1}
 py=${PYTHON:-python}
-bad() { echo "learning_seeds: $*" >&2; exit 2; }
-[ -n "${seeds// /}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""
+[ -n "${seeds//[[:space:]]/}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""
 for s in $seeds; do
   [[ $s =~ ^[0-9]+$ ]] || bad "SEEDS holds '$s'; allowed: integers >= 0 separated by spaces"
 done
-[ -n "${recipes// /}" ] || bad "RECIPES is empty; give one recipe per word, e.g. RECIPES=recipe=traps"
+[ -n "${recipes//[[:space:]]/}" ] || bad "RECIPES is empty; give one recipe per word, e.g. RECIPES=recipe=traps"
 [[ $parallel =~ ^[1-9][0-9]*$ ]] || bad "PARALLEL=$parallel; allowed: an integer >= 1"
 mkdir -p "$out"
 
@@ -59,7 +61,7 @@ one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on
     $py -m navexp.evaluate checkpoint="$dir" suite="$suite" >>"$log" 2>&1 || rc=$?
   done
   [ "$rc" -eq 0 ] || touch "$dir.failed"
-  echo "[learning_seeds] $recipe seed $seed: exit $rc ($(grep -c '^\[navexp\] it ' "$log") iterations logged in $log)"
+  echo "[learning_seeds] $recipe seed $seed: exit $rc ($(grep -c '^\[navexp\] it ' "$log") iteration lines in $log, every launch)"
 }
 
 extra=("$@")
@@ -92,8 +94,14 @@ for suite in families ood default; do
   done
 done
 echo "[learning_seeds] wrote $out/entries.md"
-failed=$(find "$out" -name 'seed_*.failed' | sort)
+failed=""
+for recipe in $recipes; do  # this launch's seeds only
+  for seed in $seeds; do
+    dir="$out/${recipe//[^A-Za-z0-9_.-]/_}/seed_$seed"
+    [ -e "$dir.failed" ] && failed="$failed $dir"
+  done
+done
 if [ -n "$failed" ]; then
-  echo "[learning_seeds] failed (see each seed's .log): ${failed//.failed/}" >&2
+  echo "[learning_seeds] failed (see each seed's .log):$failed" >&2
   exit 1
 fi

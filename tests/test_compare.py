@@ -185,10 +185,11 @@ def test_plots_wrap_long_group_names(tmp_path):
         assert 300 < width < 1000, (name, width)
 
 
-def test_of_several_matching_files_the_one_scoring_the_runs_policy_is_read(tmp_path):
+def test_of_several_matching_files_the_one_scoring_the_runs_policy_is_read(tmp_path, capsys):
     """A run whose policy is model_2_avg3.pt holds two ood evaluations: of the policy (0.90, written
     first) and of the raw model_2.pt (0.40, written later, and after it by name). eval='eval_*ood*.json'
-    reads the policy's; with no policy evaluated it reads the newest file (0.40)."""
+    reads the policy's. Where none scores the policy (model_3.pt saved since) it reads the newest file
+    and says so; a run without checkpoints reads the newest."""
     d = make_run(tmp_path / "runs", "a1", "0.1", 1, 0.80)
     for name in ("model_1.pt", "model_2.pt", "model_2_avg3.pt"):
         (d / name).write_bytes(b"")
@@ -197,29 +198,39 @@ def test_of_several_matching_files_the_one_scoring_the_runs_policy_is_read(tmp_p
     policy_eval.write_text(json.dumps({"success_rate": 0.90, "checkpoint": str(d / "model_2_avg3.pt")}))
     raw_eval.write_text(json.dumps({"success_rate": 0.40, "checkpoint": str(d / "model_2.pt")}))
     os.utime(policy_eval, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(raw_eval, ns=(2_000_000_000, 2_000_000_000))
     assert sorted(p.name for p in d.glob("eval_*ood*.json"))[-1] == raw_eval.name
     (row,) = compare.main([str(tmp_path / "runs"), "eval=eval_*ood*.json"]).rows
     assert row["success_rate_mean"] == pytest.approx(0.90)
-    (d / "model_2_avg3.pt").unlink()  # the policy is now model_2.pt, which the newer file scores
-    os.utime(raw_eval, ns=(2_000_000_000, 2_000_000_000))
+    (d / "model_3.pt").write_bytes(b"")  # the policy is now model_3.pt, which neither file scores
     (row,) = compare.main([str(tmp_path / "runs"), "eval=eval_*ood*.json"]).rows
     assert row["success_rate_mean"] == pytest.approx(0.40)
+    assert (
+        "scores the run's policy model_3.pt; reading the newest, eval_model_2_run_0"
+        in capsys.readouterr().err
+    )
+    for p in d.glob("model_*.pt"):
+        p.unlink()
+    os.utime(policy_eval, ns=(3_000_000_000, 3_000_000_000))
+    (row,) = compare.main([str(tmp_path / "runs"), "eval=eval_*ood*.json"]).rows
+    assert row["success_rate_mean"] == pytest.approx(0.90)
 
 
-def test_a_group_mixing_suites_main_entries_is_refused_naming_both(tmp_path):
-    """Two runs of one recipe, one evaluated on suite=families (main entry random), one on suite=default
-    (main entry room): their top-level success rates score different maps, so the group is refused,
-    naming both files; entry=dense (an entry both have) compares them."""
+def test_runs_mixing_suites_main_entries_are_refused_naming_both(tmp_path):
+    """Two runs, one evaluated on suite=families (main entry random), one on suite=default (main entry
+    room): their top-level success rates score different maps, so comparing them is refused, naming
+    both files, in one group and side by side (by=seed); entry=dense (an entry both have) compares them."""
     for name, suite, main in (("a1", "families", "random"), ("a2", "default", "room")):
         d = make_run(tmp_path / "runs", name, "0.1", int(name[1]), 0.80)
         ev = json.loads((d / "eval.json").read_text()) | {"suite": suite, "suite_main_entry": main}
         (d / "eval.json").write_text(json.dumps(ev))
-    with pytest.raises(
-        ValueError,
-        match=r"mixes evaluations of different suites: .*a1/eval.json scores suite families, main entry "
-        r"random, .*a2/eval.json scores suite default, main entry room",
-    ):
-        compare.main([str(tmp_path / "runs")])
+    for by in ([], ["by=seed"]):
+        with pytest.raises(
+            ValueError,
+            match=r"mix evaluations of different suites: .*a1/eval.json scores suite families, main entry "
+            r"random, .*a2/eval.json scores suite default, main entry room",
+        ):
+            compare.main([str(tmp_path / "runs"), *by])
     (row,) = compare.main([str(tmp_path / "runs"), "entry=dense"]).rows
     assert row["n_runs"] == 2
 
@@ -234,3 +245,9 @@ def test_by_values_are_written_as_they_read(tmp_path):
     with open(tmp_path / "t.csv") as f:
         (row,) = list(csv.DictReader(f))
     assert (row["recipe"], row["ppo.desired_kl"], row["n_runs"]) == ("traps", "0.01", "2")
+    cfg = yaml.safe_load((tmp_path / "runs" / "a2" / "config.yaml").read_text()) | {"recipe": 1}
+    (tmp_path / "runs" / "a2" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cfg["recipe"] = "1"  # the string "1" and the number 1 stay two groups
+    (tmp_path / "runs" / "a1" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    rows = compare.main([str(tmp_path / "runs"), "by=recipe"]).rows
+    assert sorted((r["recipe"], r["n_runs"]) for r in rows) == [("1", 1), ("1", 1)]

@@ -67,6 +67,8 @@ def calls(tmp_path: Path, tool: str) -> list[str]:
         ({"SEEDS": "1 x"}, "SEEDS holds 'x'; allowed: integers >= 0"),
         ({"PARALLEL": "x"}, "PARALLEL=x; allowed: an integer >= 1"),
         ({"PARALLEL": "0"}, "PARALLEL=0; allowed: an integer >= 1"),
+        ({"SEEDS": "\t\n"}, "SEEDS is empty"),
+        ({"SEEDS": "*"}, "SEEDS holds '*'"),
         ({"RECIPES": " "}, "RECIPES is empty"),
     ],
 )
@@ -105,11 +107,13 @@ def test_a_second_launch_completes_only_what_is_missing_and_a_failure_is_the_exi
     assert log.startswith(log_before) and "is a finished run: not trained again" in log
 
     (out / "ppo.model_mlp" / "seed_2").mkdir()  # a run killed before its eval.json
-    third = launch(tmp_path, out, SEEDS="2")
+    third = launch(tmp_path, out, SEEDS="1 2")  # seed 13's earlier failure is not this launch's
     assert third.returncode == 1 and "holds an unfinished run: resume it" in third.stderr
+    assert third.stderr.strip().endswith(f"failed (see each seed's .log): {out}/ppo.model_mlp/seed_2")
     assert not calls(tmp_path, "train") and not list((out / "ppo.model_mlp" / "seed_2").iterdir())
+    assert launch(tmp_path, out, SEEDS="1").returncode == 0
 
 
 def test_the_usage_is_printed_without_an_output_dir():
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
-    assert result.returncode != 0 and "usage: learning_seeds.sh OUT_DIR" in result.stderr
+    assert result.returncode == 2 and "usage: learning_seeds.sh OUT_DIR" in result.stderr

@@ -144,13 +144,15 @@ def test_average_checkpoints_below_one_is_refused_naming_the_key(tmp_path):
 
 def test_a_resume_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path, capsys):
     """A run of iterations 0-2 (model_2_avg2.pt its policy) resumed from model_0.pt to 2 iterations: the
-    branch it leaves (model_1.pt, model_2.pt, model_2_avg2.pt) moves byte for byte to segments/1/, so the
-    new model_1.pt overwrites nothing and the run directory's policy is the new branch's model_1_avg2.pt
-    (the average of model_0 and the new model_1), not the old branch's model_2_avg2.pt."""
+    branch it leaves (model_1.pt, model_2.pt, model_2_avg2.pt, an evaluation of its policy) moves byte
+    for byte to segments/1/, so the new model_1.pt overwrites nothing and the run directory's policy is
+    the new branch's model_1_avg2.pt (the average of model_0 and the new model_1)."""
     overrides = [*RUN, "ppo.average_checkpoints=2", "eval.enabled=false"]
     run_dir = tmp_path / "run"
     run(compose_config(overrides), run_dir, overrides, quiet=True)
+    (run_dir / "eval_model_2_avg2_run_0_suite-ood.json").write_text("{}")  # as navexp.evaluate leaves it
     old = {name: (run_dir / name).read_bytes() for name in ("model_1.pt", "model_2.pt", "model_2_avg2.pt")}
+    old["eval_model_2_avg2_run_0_suite-ood.json"] = b"{}"
 
     again = [*overrides, "ppo.max_iterations=2"]
     run(compose_config([*again, f"resume={run_dir / 'model_0.pt'}"]), run_dir, again, quiet=True)
@@ -164,6 +166,7 @@ def test_a_resume_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path
         "model_1.pt",
         "model_1_avg2.pt",
     ]
+    assert not list(run_dir.glob("eval_*.json"))  # the left branch's evaluations went with it
     assert (run_dir / "model_1.pt").read_bytes() != old["model_1.pt"]  # trained again from model_0
     assert resolve_policy(run_dir).name == "model_1_avg2.pt"
     assert load_checkpoint(run_dir / "model_1_avg2.pt")["infos"]["averaged_from"] == [0, 1]
@@ -178,7 +181,8 @@ def test_a_policy_that_is_not_the_asked_average_says_so(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run(compose_config(overrides), run_dir, overrides, quiet=True)
     assert (
-        "ppo.average_checkpoints=4: the run saved one checkpoint, so its policy is" in capsys.readouterr().out
+        "ppo.average_checkpoints=4: the run saved fewer than two checkpoints, so its policy is"
+        in capsys.readouterr().out
     )
     metrics = evaluate.main([f"checkpoint={run_dir}", "eval.num_episodes=2", f"out={tmp_path / 'e.json'}"])
     assert metrics["checkpoint"].endswith("model_0.pt")

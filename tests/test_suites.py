@@ -274,19 +274,31 @@ def test_fewer_episodes_than_scenario_entries_is_refused_naming_the_unplayed(
     assert {k: v["num_episodes"] for k, v in metrics["by_scenario"].items()} == {"a": 1, "b": 1, "c": 1}
 
 
-def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(scenario_file, tmp_path):
+def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(
+    suite_run, scenario_file, tmp_path
+):
     """The default suite on a run given env.scenarios: room (the run's own env) plays the file, dense
-    (its own obstacle counts) plays dense random rooms; suite=ood, where every entry draws its own
-    layouts, would play the file nowhere, so it is refused naming the file and the entries."""
-    from navexp.experiment.suites import check_suite, entry_config, load_suite
+    (its own obstacle counts) plays dense random rooms, and a training on the file may end on
+    suite=families (every entry its own family). `navexp.evaluate suite=ood env.scenarios=<file>`, where
+    every entry draws its own layouts, would play the asked file nowhere: refused, naming the file and
+    the entries. An entry that only turns the path check on still plays the file."""
+    from navexp import evaluate
+    from navexp.experiment.suites import entry_config, load_suite
+    from navexp.experiment.validation import validate_run_cfg
 
     path = scenario_file(THREE)
     cfg = compose_config(["env.device=cpu", f"env.scenarios={path}"])
     room, dense = (entry_config(cfg, e) for e in load_suite("default").entries)
     assert room.env.scenarios == path and dense.env.scenarios is None
     assert list(dense.env.obstacles.cylinder_count) == [5, 8]
-    check_suite(cfg, "default")
+    validate_run_cfg(compose_config([*RUN, f"env.scenarios={path}", "eval.suite=families"]))
     with pytest.raises(
         ValueError, match=r"env.scenarios=.* is played by no entry of suite ood: each of \['dead_end_xl', "
     ):
-        check_suite(cfg, "ood")
+        evaluate.main([f"checkpoint={suite_run}", f"env.scenarios={path}", "suite=ood"])
+    check = tmp_path / "check.yaml"
+    check.write_text(
+        "entries:\n  - name: a\n    overrides: {env.maps.check_path: true, env.obstacles.wall_slots: 4}\n"
+    )
+    (a,) = load_suite(str(check)).entries
+    assert entry_config(cfg, a).env.scenarios == path

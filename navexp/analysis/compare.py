@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,6 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from navexp.learn.checkpoint import resolve_policy  # noqa: E402
 from navexp.paths import overrides_record  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
@@ -103,6 +103,8 @@ def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
     matches = [p for p in run_dir.glob(pattern) if p.is_file()]
     if len(matches) <= 1:
         return matches[0] if matches else None
+    from navexp.learn.checkpoint import resolve_policy  # torch: only where a choice is to be made
+
     try:
         policy = resolve_policy(run_dir).name
     except FileNotFoundError:  # no checkpoint left: the newest file
@@ -115,7 +117,14 @@ def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
             scored = ""
         return scored == policy, p.stat().st_mtime_ns
 
-    return max(matches, key=rank)
+    best = max(matches, key=rank)
+    if policy is not None and not rank(best)[0]:
+        print(
+            f"[navexp] {run_dir}: none of {sorted(p.name for p in matches)} scores the run's policy "
+            f"{policy}; reading the newest, {best.name}",
+            file=sys.stderr,
+        )
+    return best
 
 
 def _earlier_segment(d: Path) -> bool:
@@ -155,7 +164,7 @@ def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
     groups: dict[tuple, Group] = {}
     for run in runs:
         if by:
-            key = {}
+            key, typed = {}, {}
             for k in by:
                 value = OmegaConf.select(run.config, k, default="__missing__")
                 if value == "__missing__":
@@ -163,10 +172,11 @@ def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
                         f"by={k!r} is not a config key of {run.path}; keys that vary: {varying_keys(runs)}"
                     )
                 plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-                key[k] = plain if isinstance(plain, str) else json.dumps(plain)  # traps, not "traps"
+                typed[k] = json.dumps(plain)  # groups apart "1" and 1
+                key[k] = plain if isinstance(plain, str) else typed[k]  # written traps, not "traps"
         else:
-            key = dict(o.lstrip("+").split("=", 1) for o in run.overrides if "=" in o)
-        groups.setdefault(tuple(sorted(key.items())), Group(key)).runs.append(run)
+            key = typed = dict(o.lstrip("+").split("=", 1) for o in run.overrides if "=" in o)
+        groups.setdefault(tuple(sorted(typed.items())), Group(key)).runs.append(run)
     return list(groups.values())
 
 
@@ -235,16 +245,17 @@ def _scored(run: Run) -> str:
     return f"suite {suite}, main entry {run.metrics.get('suite_main_entry')}"
 
 
-def check_one_main_entry(group: Group) -> None:
-    """A group's success rates must score one thing: evaluations of different suites (their main
-    entries: the trap mix against the held-out dead ends) are refused, naming two runs and their files."""
+def check_one_main_entry(runs: list[Run]) -> None:
+    """The success rates compared must score one thing: evaluations of different suites (their main
+    entries: the trap mix against the held-out dead ends), in one group or side by side, are refused,
+    naming two runs and their files."""
     seen: dict[str, Run] = {}
-    for run in group.runs:
+    for run in runs:
         seen.setdefault(_scored(run), run)
     if len(seen) > 1:
         (a, ra), (b, rb) = list(seen.items())[:2]
         raise ValueError(
-            f"the group {group.key or 'of all runs'} mixes evaluations of different suites: "
+            "the runs compared mix evaluations of different suites: "
             f"{ra.evaluation} scores {a}, {rb.evaluation} scores {b}; compare one suite's files "
             f"(eval='eval_*suite-<name>*.json', or eval.json of runs evaluated alike) or one entry "
             f"(entry=NAME)"
@@ -272,8 +283,7 @@ def compare(
         group_runs(runs, by)
     groups = group_runs(finished, by)
     if not entry:
-        for g in groups:
-            check_one_main_entry(g)
+        check_one_main_entry(finished)
     rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
     rows = [({"entry": entry} if entry else {}) | summarize(g) for g in groups]
     return Comparison(rows, rates, [r.path for r in runs if r.metrics is None])

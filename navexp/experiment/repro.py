@@ -113,11 +113,13 @@ def _legacy_segment(old: dict) -> dict:
 
 
 def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path | None:
-    """Before a resume writes its own: move the previous segment's ``eval.json`` and copy its
-    ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1), and move the checkpoints
-    in ``superseded`` there too (a resume from an earlier iteration: the later checkpoints and averages
-    belong to the branch it leaves, which it would otherwise overwrite one by one or leave behind as the
-    run's latest); return that folder."""
+    """Before a resume writes its own: move the previous segment's ``eval.json`` and its later
+    evaluations (``eval_*.json`` of ``navexp.evaluate``: they score its policy, not the resumed run's)
+    and copy its ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1), and move the
+    checkpoints in ``superseded`` there too (a resume from an earlier iteration: the later checkpoints
+    and averages belong to the branch it leaves, which it would otherwise overwrite one by one or leave
+    behind as the run's latest). Nothing there is replaced: a name already taken gets ``.<n>`` before
+    its suffix. Returns that folder."""
     path = run_dir / "run_info.json"
     try:
         k = len(json.loads(path.read_text()).get("segments") or [None])
@@ -132,11 +134,19 @@ def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path 
             write_atomic(folder / name, src.read_bytes())
             moved = True
     (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
-    for src in superseded:
+    for src in [*sorted(run_dir.glob("eval_*.json")), *superseded]:
         folder.mkdir(parents=True, exist_ok=True)
-        os.replace(src, folder / src.name)
+        os.replace(src, _free_name(folder / src.name))
         moved = True
     return folder if moved else None
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``<stem>.<n><suffix>`` with the first n it does not exist for."""
+    free, n = path, 1
+    while free.exists():
+        free, n = path.with_name(f"{path.stem}.{n}{path.suffix}"), n + 1
+    return free
 
 
 def flat_changes(before: Any, after: Any, prefix: str = "") -> dict[str, list]:

@@ -96,12 +96,14 @@ def load_suite(name_or_path: str) -> DictConfig:
 
 
 LAYOUT_KEYS = ("env.maps.", "env.obstacles.")
-"""Overrides under these draw an entry's own layouts (the slot counts, ``*_slots``, only make room)."""
+"""Overrides under these draw an entry's own layouts (map families, obstacle counts and sizes)..."""
+NOT_DRAWING = ("_slots", ".check_path", ".rng", ".split")
+"""...except these: slot counts only make room; the path check and the id source pick among layouts."""
 
 
 def draws_layouts(entry: DictConfig) -> list[str]:
     """The entry's overrides that draw its own layouts (map families, obstacle counts and sizes)."""
-    return [k for k in entry.overrides if str(k).startswith(LAYOUT_KEYS) and not str(k).endswith("_slots")]
+    return [k for k in map(str, entry.overrides) if k.startswith(LAYOUT_KEYS) and not k.endswith(NOT_DRAWING)]
 
 
 def entry_config(cfg: DictConfig, entry: DictConfig) -> DictConfig:
@@ -122,24 +124,27 @@ def entry_config(cfg: DictConfig, entry: DictConfig) -> DictConfig:
 
 
 def check_suite(cfg: DictConfig, name_or_path: str) -> None:
-    """Load the suite and validate every entry's evaluation env config (before training or any episode).
-    A scenario file (``env.scenarios``) that no entry plays (each draws its own layouts) is refused."""
-    entries = load_suite(name_or_path).entries
-    played = False
-    for entry in entries:
+    """Load the suite and validate every entry's evaluation env config (before training or any episode)."""
+    for entry in load_suite(name_or_path).entries:
         try:
             ecfg = entry_config(cfg, entry)
             validate_env_cfg(eval_env_cfg(ecfg).env)
             check_scenario_episodes(ecfg)
         except ValueError as e:
             raise ValueError(f"suite {name_or_path}, entry {entry.name}: {e}") from e
-        played = played or bool(ecfg.env.get("scenarios"))
-    if cfg.env.get("scenarios") and not played:
-        raise ValueError(
-            f"env.scenarios={cfg.env.scenarios} is played by no entry of suite {name_or_path}: each of "
-            f"{[str(e.name) for e in entries]} draws its own layouts ({draws_layouts(entries[0])[:2]}, ...); "
-            f"evaluate the scenario file without suite=, or the suite without env.scenarios="
-        )
+
+
+def check_scenarios_played(cfg: DictConfig, name_or_path: str) -> None:
+    """A scenario file asked for on the command line together with a suite must be played by one of its
+    entries: where every entry draws its own layouts (``suite=ood``), the file would be ignored."""
+    entries = load_suite(name_or_path).entries
+    if any(entry_config(cfg, e).env.get("scenarios") for e in entries):
+        return
+    raise ValueError(
+        f"env.scenarios={cfg.env.scenarios} is played by no entry of suite {name_or_path}: each of "
+        f"{[str(e.name) for e in entries]} draws its own layouts ({draws_layouts(entries[0])[:2]}, ...); "
+        f"evaluate the scenario file without suite=, or the suite without env.scenarios="
+    )
 
 
 def check_scenario_episodes(cfg: DictConfig) -> None:

@@ -172,15 +172,19 @@ def _stored_config(ckpt: dict) -> dict:
     return (ckpt.get("infos") or {}).get("config") or {}
 
 
-def later_checkpoints(run_dir: Path, it: int) -> list[Path]:
-    """The ``model_<k>.pt`` and ``model_<k>_avg<n>.pt`` of ``run_dir`` with k > ``it``: what a resume from
-    iteration ``it`` would overwrite or leave behind as the run's latest (another branch's files)."""
-    later = []
-    for p in run_dir.glob("model_*.pt"):
-        m = _MODEL_RE.search(p.name) or _AVERAGED_RE.search(p.name)
-        if m is not None and int(m[1]) > it:
-            later.append(p)
-    return sorted(later, key=lambda p: p.name)
+def later_checkpoints(run_dir: Path, ckpt: dict) -> list[Path]:
+    """The ``model_<k>.pt`` and ``model_<k>_avg<n>.pt`` of ``run_dir`` (and its ``checkpoints`` folder)
+    with k above the resumed checkpoint's iteration, by iteration, never the resumed file itself: what a
+    resume from an earlier checkpoint would overwrite or leave behind as the run's latest (another
+    branch's files)."""
+    source = Path(ckpt["_path"]).resolve()
+    later: list[tuple[int, Path]] = []
+    for d in (run_dir, run_dir / "checkpoints"):
+        for p in d.glob("model_*.pt") if d.is_dir() else ():
+            m = _MODEL_RE.search(p.name) or _AVERAGED_RE.search(p.name)
+            if m is not None and int(m[1]) > int(ckpt["iter"]) and p.resolve() != source:
+                later.append((int(m[1]), p))
+    return [p for _, p in sorted(later, key=lambda t: (t[0], t[1].name))]
 
 
 def average_checkpoints(paths: list[Path]) -> dict:
