@@ -301,12 +301,18 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         start.run_dir.mkdir(parents=True, exist_ok=True)
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
             later = later_checkpoints(start.run_dir, start.ckpt)
+            evals = sorted(p.name for p in start.run_dir.glob("eval_*.json"))
             folder = archive_segment(start.run_dir, later)
             if later:
                 print(
                     f"[navexp] resume from iteration {start.ckpt['iter']}: the earlier segment's later "
                     f"checkpoints {[p.name for p in later]} moved to {folder} (this run continues from "
                     f"{Path(start.ckpt['_path']).name})",
+                    flush=True,
+                )
+            if evals:
+                print(
+                    f"[navexp] resume: the earlier segment's evaluations {evals} moved to {folder}",
                     flush=True,
                 )
         write_atomic(start.run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))

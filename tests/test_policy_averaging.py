@@ -221,3 +221,29 @@ def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
     ):
         guard(f"resume={run_dir / 'model_2.pt'}", "recipe=none")
     assert sorted(os.listdir(run_dir)) == before
+
+
+def test_archiving_a_segment_twice_into_one_folder_replaces_nothing(tmp_path):
+    """Without run_info.json every resume archives into segments/1/: a second segment's eval.json, a
+    differing config.yaml and an evaluation of the same name are kept beside the first's (.1), and an
+    identical config.yaml (a retried launch) is not copied twice."""
+    from navexp.experiment.repro import archive_segment
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for k in (1, 2):
+        (run_dir / "config.yaml").write_text(f"seed: {k}\n")
+        (run_dir / "eval.json").write_text(f'{{"k": {k}}}')
+        (run_dir / "eval_model_9_run_0_suite-ood.json").write_text(f'{{"k": {k}}}')
+        assert archive_segment(run_dir) == run_dir / "segments" / "1"
+    kept = {p.name: p.read_text() for p in (run_dir / "segments" / "1").iterdir()}
+    assert kept == {
+        "config.yaml": "seed: 1\n",
+        "config.1.yaml": "seed: 2\n",
+        "eval.json": '{"k": 1}',
+        "eval.1.json": '{"k": 2}',
+        "eval_model_9_run_0_suite-ood.json": '{"k": 1}',
+        "eval_model_9_run_0_suite-ood.1.json": '{"k": 2}',
+    }
+    assert not (run_dir / "eval.json").exists() and not list(run_dir.glob("eval_*.json"))
+    assert archive_segment(run_dir) is None  # config.yaml "seed: 2" is kept already: nothing to do

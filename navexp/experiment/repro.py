@@ -129,9 +129,14 @@ def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path 
     moved = False
     for name in ("config.yaml", "eval.json"):
         src = run_dir / name
-        if src.is_file() and not (folder / name).exists():
+        if not src.is_file():
+            continue
+        data = src.read_bytes()
+        stem, suffix = name.split(".")
+        copies = [folder / name, *folder.glob(f"{stem}.*{suffix}")] if folder.is_dir() else []
+        if not any(c.is_file() and c.read_bytes() == data for c in copies):  # a retry: kept already
             folder.mkdir(parents=True, exist_ok=True)
-            write_atomic(folder / name, src.read_bytes())
+            write_atomic(_free_name(folder / name), data)
             moved = True
     (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
     for src in [*sorted(run_dir.glob("eval_*.json")), *superseded]:
