@@ -44,6 +44,7 @@ from navexp.learn.checkpoint import (
     later_checkpoints,
     load_checkpoint,
     resolve_checkpoint,
+    stored_config,
     write_atomic,
     write_averaged_policy,
 )
@@ -294,7 +295,7 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         start.wandb_id = uuid.uuid4().hex[:8]
     train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id)
     if start.ckpt is not None:
-        stored = (start.ckpt.get("infos") or {}).get("config") or {}
+        stored = stored_config(start.ckpt)
         start.changed = flat_changes(stored, OmegaConf.to_container(cfg, resolve=True))
         start.changed.pop("resume", None)
     if ctx.is_main:

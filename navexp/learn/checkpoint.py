@@ -155,7 +155,7 @@ def load_policy(path: str | Path) -> dict:
     checkpoint, and says so on stderr."""
     resolved = resolve_policy(path)
     ckpt = load_checkpoint(resolved)
-    asked = int(((_stored_config(ckpt).get("ppo") or {}).get("average_checkpoints")) or 1)
+    asked = int(((stored_config(ckpt).get("ppo") or {}).get("average_checkpoints")) or 1)
     if Path(path).expanduser().is_dir() and asked > 1 and _MODEL_RE.search(resolved.name):
         print(
             f"[navexp] {path}: its run asked for the average of its last {asked} checkpoints "
@@ -167,7 +167,7 @@ def load_policy(path: str | Path) -> dict:
     return ckpt
 
 
-def _stored_config(ckpt: dict) -> dict:
+def stored_config(ckpt: dict) -> dict:
     """The experiment config a checkpoint's run recorded (``infos.config``; {} for older files)."""
     return (ckpt.get("infos") or {}).get("config") or {}
 
@@ -247,7 +247,7 @@ def check_resume_source(ckpt: dict, cfg) -> None:
     try:
         check_model(ckpt, str(cfg.ppo.model))
     except ValueError as e:
-        theirs, ours = _stored_config(ckpt).get("recipe"), cfg.get("recipe")
+        theirs, ours = stored_config(ckpt).get("recipe"), cfg.get("recipe")
         if theirs is not None and theirs != ours:
             raise ValueError(
                 f"{e} (the run was trained with recipe={theirs}; this launch composes recipe={ours})"
@@ -377,7 +377,7 @@ MODEL_KEYS = (
 
 
 def _config_diff(ckpt: dict, cfg) -> str:
-    stored = (ckpt.get("infos") or {}).get("config")
+    stored = stored_config(ckpt)
     if not stored:
         return ""
     theirs = OmegaConf.create(stored)
@@ -408,7 +408,7 @@ def check_obs_params(ckpt: dict, groups: dict) -> None:
     match and the policy would silently see other numbers. The trained params are the stored ones over
     the term function's defaults, as training resolved them (a run stored before a param existed read
     its default)."""
-    stored = (((ckpt.get("infos") or {}).get("config") or {}).get("obs") or {}).get("terms")
+    stored = (stored_config(ckpt).get("obs") or {}).get("terms")
     if stored is None:
         return
     for term in (t for terms in groups.values() for t in terms if t.name in stored):
