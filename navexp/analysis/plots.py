@@ -261,8 +261,11 @@ def scene_info(env) -> SceneInfo:
 
 
 def write_plots(episodes: list[Episode], info: SceneInfo, out: Path, beam_every: int = 10) -> list[Path]:
-    """grid.png plus one figure per failed episode; returns the files written."""
+    """grid.png plus one figure per failed episode; returns the files written. The failed-episode
+    figures of an earlier call into ``out`` go first: they belong to another evaluation."""
     out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("failed_*.png"):
+        old.unlink()
     files = []
     fig = grid_figure(episodes, info)
     fig.savefig(out / "grid.png", dpi=90)
