@@ -124,12 +124,31 @@ def test_the_guard_holds_its_claim_until_the_launch_ends(tmp_path):
     assert not run_dir.exists()
 
 
-def test_the_guard_refuses_a_bad_config_before_any_directory(tmp_path):
-    """ppo.max_iterations=0: refused by the callback naming the key, before the run dir exists."""
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["ppo.max_iterations=0"],
+            r"^Error: ppo config: ppo.max_iterations=0 is invalid; allowed: an integer >= 1$",
+        ),
+        (  # a curriculum end the env refuses: one line too, not a traceback from inside the training
+            ["curriculum=success", "curriculum.easy.cylinder_count=[0,20]"],
+            r"^Error: curriculum config: curriculum.easy \(level 0\) gives an invalid env config: "
+            r"obstacles.cylinder_count=\[0, 20\] is invalid; allowed: max <= obstacles.cylinder_slots \(8\)$",
+        ),
+        (
+            ["curriculum=success", "curriculum.promote_above=1.5"],
+            r"^Error: curriculum config: curriculum.promote_above=1.5",
+        ),
+    ],
+)
+def test_the_guard_refuses_a_bad_config_before_any_directory(tmp_path, overrides, message):
+    """Refused by the callback in one line naming the key, the value and what is allowed, before the run
+    dir exists."""
     from navexp.experiment.rundir import RunDirGuard
 
-    with pytest.raises(SystemExit, match=r"ppo.max_iterations=0 is invalid; allowed: an integer >= 1"):
-        RunDirGuard().on_run_start(hydra_cfg(tmp_path / "run", "ppo.max_iterations=0"))
+    with pytest.raises(SystemExit, match=message):
+        RunDirGuard().on_run_start(hydra_cfg(tmp_path / "run", *overrides))
     assert not (tmp_path / "run").exists()
 
 

@@ -1,8 +1,9 @@
 """Checks of a run's config that its schemas cannot express, once per run, before anything is built.
 
 ``validate_run_cfg`` is the one place: it runs the env checks (``navexp.task.validation``), then
-what ``python -m navexp.train`` adds on top: PPO batch sizes and iteration counts, the model, the
-evaluation suite and video, and the values that form paths (``experiment_name``, ``sweep.study_name``).
+what ``python -m navexp.train`` adds on top: the curriculum (its keys, and a valid env config at both
+of its ends), PPO batch sizes and iteration counts, the model, the evaluation suite and video, and the
+values that form paths (``experiment_name``, ``sweep.study_name``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from navexp.experiment.config import check_path_name
 from navexp.experiment.suites import check_evaluation
 from navexp.learn.models import check_model_cfg, is_recurrent
 from navexp.task.checks import check_all_finite
+from navexp.task.curriculum import make_curriculum
 from navexp.task.validation import validate_env_cfg
 
 __all__ = ["check_path_name", "validate_env_cfg", "validate_run_cfg"]
@@ -26,6 +28,9 @@ def validate_run_cfg(cfg: Any) -> None:
     validate_env_cfg(cfg.env)
     for group in ("obs", "reward"):  # term params and weights: inf would surface as a NaN reward later
         check_all_finite(cfg[group], group)
+    make_curriculum(
+        cfg
+    )  # its keys, and an env config at its easy and hard ends that validate_env_cfg accepts
     ppo = cfg.ppo
     for key in (
         "max_iterations",
