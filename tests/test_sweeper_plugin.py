@@ -365,9 +365,119 @@ def test_sweep_report_reads_a_journal_study(tmp_path, capsys):
         t.suggest_float("ppo.clip_param", 0.1, 0.3)
         study.tell(t, v)
     out = sweep_report.main([str(tmp_path / "s.log")])
-    assert out == tmp_path / "j"  # next to the journal file
+    assert out == tmp_path / "s-j"  # next to the journal file: <file stem>-<study name>
     assert "study j: COMPLETE 2" in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["best_value"] == 0.6
+
+
+def test_reports_of_one_study_name_in_two_files_of_a_folder_stay_apart(tmp_path):
+    """The default storage (outputs/studies/<study>.db) reports to <study>/; any other file to
+    <file stem>-<study>/, so two files holding a study of the same name never share a report folder."""
+    from navexp.sweep.report import report_dir
+
+    fallback = tmp_path / "fallback"
+    assert report_dir(f"sqlite:///{tmp_path}/navexp_default.db", "navexp_default", fallback) == (
+        tmp_path / "navexp_default"
+    )
+    assert (
+        report_dir(f"sqlite:///{tmp_path}/sw1.db", "navexp_default", fallback)
+        == tmp_path / "sw1-navexp_default"
+    )
+    assert (
+        report_dir(f"sqlite:///{tmp_path}/sw3.db", "navexp_default", fallback)
+        == tmp_path / "sw3-navexp_default"
+    )
+    assert report_dir(f"journal:{tmp_path}/s.log", "j", fallback) == tmp_path / "s-j"
+    assert report_dir("postgresql://u@db:5432/navexp", "j", fallback) == fallback
+
+
+def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch, capsys):
+    """A study of 2 trials (fixed ppo.learning_rate=0.0003), then the same study with recipe=traps and
+    seed=3: refused in one line naming both keys and values, no trial added. The study's own overrides
+    with another logger group (neutral to the objective) and sweep.n_trials=3 add the third trial."""
+    from navexp.sweep.sweeper import SETUP_ATTR
+
+    study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2")
+    assert study.user_attrs[SETUP_ATTR] == {"ppo.learning_rate": "0.0003"}
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, monkeypatch, "sweep.n_trials=4", "recipe=traps", "seed=3")
+    err = capsys.readouterr().err
+    assert (
+        "Error: study unit holds trials of another setup (recipe: its trials ran with (not given), this "
+        "sweep gives traps; seed: its trials ran with (not given), this sweep gives 3)" in err
+    )
+    assert len(list((tmp_path / "sweep").glob("trial_*"))) == 2
+    assert "sweep.study_name=<new name>" in err and "Traceback" not in err
+    assert len(optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path}/study.db").trials) == 2
+    study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=3", "logger.group=more")
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
+
+
+def test_a_study_without_a_recorded_setup_is_checked_against_its_navexp_trials(tmp_path):
+    """A study made before the setup was recorded: its finished trials that ran a navexp evaluation
+    (run_dir) carry their fixed overrides as user attributes, and a sweep differing from them is refused;
+    a trial made by hand (no run_dir) does not count, and the first check records the setup."""
+    from navexp.sweep.sweeper import SETUP_ATTR, StudySetupError, check_study_setup
+
+    study = optuna.create_study(study_name="old", storage=open_storage(f"sqlite:///{tmp_path}/s.db"))
+    study.tell(study.ask(), 0.4)  # by hand: no attributes
+    check_study_setup(study, {"env.num_envs": "8", "env.device": "cuda:1"}, {"env", "recipe"})
+    assert study.user_attrs[SETUP_ATTR] == {"env.num_envs": "8"}  # the device is neutral
+
+    study = optuna.create_study(study_name="older", storage=open_storage(f"sqlite:///{tmp_path}/s.db"))
+    trial = study.ask()
+    for key, value in {
+        "run_dir": "/runs/0",
+        "recipe": "traps",
+        "success_rate": 0.5,
+        "sweep.n_trials": "2",
+    }.items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, 0.5)
+    with pytest.raises(
+        StudySetupError, match=r"recipe: trial 0 ran with traps, this sweep gives \(not given\)\)"
+    ):
+        check_study_setup(study, {"sweep.n_trials": "9"}, {"env", "recipe", "sweep"})
+    assert (
+        SETUP_ATTR
+        not in optuna.load_study(study_name="older", storage=f"sqlite:///{tmp_path}/s.db").user_attrs
+    )
+    check_study_setup(study, {"recipe": "traps"}, {"env", "recipe", "sweep"})  # the same setup: accepted
+
+
+def test_a_sweep_says_when_its_space_switches_a_term_on_or_its_average_reaches_iteration_zero():
+    """recipe=traps with the default space (built around reward=bcppo): its progress weight is 0 in
+    reward=path, so the space switches the term on; the CPU trial size (40 iterations, saved every 20)
+    saves 0, 20, 39, so the recipe's average of 4 includes iteration 0. The default config: neither."""
+    from omegaconf import OmegaConf
+
+    from navexp import compose_config
+    from navexp.sweep.space import load_space
+    from navexp.sweep.sweeper import setup_warnings
+
+    searched = list(load_space("default"))
+    trial_size = [
+        "env.num_envs=128",
+        "ppo.max_iterations=40",
+        "ppo.save_interval=20",
+        "eval.num_episodes=100",
+    ]
+    recipe = compose_config(["size=cpu", "recipe=traps"])
+    OmegaConf.set_struct(recipe, False)
+    recipe = OmegaConf.merge(recipe, {"hydra": {"runtime": {"choices": {"reward": "path"}}}})  # as in a sweep
+    warnings = setup_warnings(recipe, searched, trial_size, set())
+    assert warnings == [
+        "the search space searches reward.terms.progress.weight, a term the composed reward (reward=path) "
+        "has off (weight 0): its trials switch the term on",
+        "each trial saves iterations [0, 20, 39] (ppo.max_iterations=40, ppo.save_interval=20), so its "
+        "policy, the average of its last 4 checkpoints (ppo.average_checkpoints), includes iteration 0; a "
+        "smaller ppo.average_checkpoints or more iterations (sweep.trial_overrides_cpu / _gpu) keep the "
+        "average on trained checkpoints",
+    ]
+    longer = setup_warnings(recipe, [], trial_size, {"ppo.max_iterations"})  # the command line's 350 win
+    assert longer == []
+    assert setup_warnings(compose_config(["size=cpu"]), searched, trial_size, set()) == []
 
 
 # -- optuna-dashboard ------------------------------------------------------------------------------------

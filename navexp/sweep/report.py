@@ -266,15 +266,19 @@ def log_study_run(
 
 
 def report_dir(url: str, study_name: str, fallback: Path) -> Path:
-    """Where a study's report goes: next to its sqlite or journal file (``<dir>/<name>/``), else
-    ``fallback``."""
+    """Where a study's report goes: next to its sqlite or journal file, else ``fallback``. Beside the
+    file, ``<dir>/<name>/`` when the file is named after the study (the default storage,
+    ``outputs/studies/<name>.db``), otherwise ``<dir>/<file stem>-<name>/``: studies of one name in two
+    files of one folder keep two reports."""
     check_path_name("sweep.study_name", study_name)
     journal = journal_path(url)
     if journal is not None:
-        return journal.parent / study_name
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        return Path(url[len("sqlite:///") :]).parent / study_name
-    return fallback
+        file = journal
+    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        file = Path(url[len("sqlite:///") :])
+    else:
+        return fallback
+    return file.parent / (study_name if file.stem == study_name else f"{file.stem}-{study_name}")
 
 
 def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:

@@ -64,6 +64,97 @@ class StorageError(CompactHydraException):
     missing driver): Hydra prints this one line, naming the URL, without a traceback, and exits 1."""
 
 
+class StudySetupError(CompactHydraException):
+    """A study whose finished trials ran with other fixed overrides than this sweep's: adding to it would
+    rank trials of different setups together (one line naming the keys, both values and the way out)."""
+
+
+NEUTRAL_OVERRIDES = ("sweep.", "logger.", "hydra.", "hydra/", "env.device")
+"""Fixed overrides that leave what a trial measures unchanged: the study's own settings, logging, and
+the device (each worker of one study may use its own GPU)."""
+
+
+SETUP_ATTR = "navexp_fixed_overrides"
+"""The study's user attribute holding the fixed overrides (``NEUTRAL_OVERRIDES`` aside) of its first
+sweep, to which every later sweep of the study must agree."""
+
+
+def check_study_setup(study: optuna.Study, fixed: dict[str, Any], config_keys: set[str]) -> None:
+    """Raise StudySetupError when ``study`` holds trials of other fixed overrides than ``fixed`` (those
+    neutral to the objective, ``NEUTRAL_OVERRIDES``, aside): its recorded setup (``SETUP_ATTR``), or for
+    a study without one (made before navexp recorded it) each finished navexp trial's (every fixed
+    ``key: value`` is also a user attribute of its trials). Records the setup when the study has none.
+    ``config_keys``: the config's top-level keys, which tell an override key (``recipe``, ``seed``,
+    ``env.num_envs``) from a trial's other attributes (``run_dir``, metrics)."""
+
+    def measured(pairs: dict) -> dict[str, str]:
+        return {
+            str(k): str(v)
+            for k, v in pairs.items()
+            if not str(k).startswith(NEUTRAL_OVERRIDES)
+            and ("." in str(k) or "/" in str(k) or str(k).lstrip("+~") in config_keys)
+        }
+
+    mine = measured(fixed)
+    recorded = study.user_attrs.get(SETUP_ATTR)
+    if recorded is not None:
+        sources = [("its trials ran with", measured(recorded))]
+    else:
+        finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        sources = [
+            (f"trial {t.number} ran with", measured(t.user_attrs))
+            for t in study.get_trials(deepcopy=False, states=finished)
+            if "run_dir" in t.user_attrs  # a trial of a navexp sweep that got as far as its evaluation
+        ]
+    for who, theirs in sources:
+        differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+        if differ:
+            pairs = "; ".join(
+                f"{k}: {who} {theirs.get(k, '(not given)')}, this sweep gives {mine.get(k, '(not given)')}"
+                for k in differ
+            )
+            raise StudySetupError(
+                f"Error: study {study.study_name} holds trials of another setup ({pairs}), which would be "
+                f"ranked with this sweep's. To add to the study give its overrides; otherwise start another "
+                f"study: sweep.study_name=<new name> (or another sweep.storage)"
+            )
+    if recorded is None:
+        study.set_user_attr(SETUP_ATTR, mine)
+
+
+def setup_warnings(
+    config: DictConfig, searched: list[str], trial_overrides: list[str], user_keys: set[str]
+) -> list[str]:
+    """What a sweep's trials will do that its user may not expect, said before the first trial: a
+    searched reward term the composed reward has off (weight 0: ``reward=path`` with the default space,
+    built around ``reward=bcppo``, switches ``progress`` on), and a policy averaged over checkpoints
+    (``ppo.average_checkpoints``) that reaches iteration 0 at the trial size (``trial_overrides`` where the
+    command line does not set the key)."""
+    out = []
+    for key in searched:
+        parts = key.split(".")
+        if len(parts) == 4 and parts[0] == "reward" and parts[1] == "terms" and parts[3] == "weight":
+            if OmegaConf.select(config, key) == 0:
+                choice = OmegaConf.select(config, "hydra.runtime.choices.reward")
+                out.append(
+                    f"the search space searches {key}, a term the composed reward (reward={choice}) has off "
+                    f"(weight 0): its trials switch the term on"
+                )
+    size = dict(o.split("=", 1) for o in trial_overrides if o.split("=", 1)[0] not in user_keys)
+    iterations = int(size.get("ppo.max_iterations", config.ppo.max_iterations))
+    interval = int(size.get("ppo.save_interval", config.ppo.save_interval))
+    saved = sorted({*range(0, iterations, interval), iterations - 1})
+    n = int(config.ppo.average_checkpoints)
+    if n > 1 and n >= len(saved):
+        out.append(
+            f"each trial saves iterations {saved} (ppo.max_iterations={iterations}, "
+            f"ppo.save_interval={interval}), so its policy, the average of its last {n} checkpoints "
+            f"(ppo.average_checkpoints), includes iteration 0; a smaller ppo.average_checkpoints or more "
+            f"iterations (sweep.trial_overrides_cpu / _gpu) keep the average on trained checkpoints"
+        )
+    return out
+
+
 DIRECTIONS = {
     "success_rate": "maximize",
     "collision_rate": "minimize",
@@ -237,6 +328,10 @@ class StudySweeper(Sweeper):
     # -- the study loop ----------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> None:
         space = self._space(arguments)
+        for warning in setup_warnings(
+            self.config, list(space.searched), self.trial_overrides, space.user_keys
+        ):
+            log.warning(warning)
         self.sampler, points = build_sampler(
             self.config.hydra.sweeper.sampler,
             self.sampler_seed,
@@ -258,6 +353,7 @@ class StudySweeper(Sweeper):
             directions=self.direction,
             load_if_exists=True,
         )
+        check_study_setup(study, space.fixed, {str(k) for k in self.config if k != "hydra"})
         self._write_study_info()
         log.info(
             f"Study {self.study_name} in {describe(self.storage_url)}: "
