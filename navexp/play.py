@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> dict:
     metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     info = scene_info(ev.env)
+    for old in out.glob("episodes.*"):  # an earlier play's video: this play writes its own, or none
+        old.unlink()
     files = write_plots(episodes, info, out, int(opts["beam_every"]))
     save_trajectories(episodes, info, out / "trajectories.npz")
     if video is not None:

@@ -303,7 +303,7 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
             later = later_checkpoints(start.run_dir, start.ckpt)
             evals = sorted(p.name for p in start.run_dir.glob("eval_*.json"))
-            evals += ["plots/"] if (start.run_dir / "plots").is_dir() else []
+            evals += [f"{d}/" for d in ("plots", "play") if (start.run_dir / d).is_dir()]
             folder = archive_segment(start.run_dir, later)
             if later:
                 print(

@@ -299,7 +299,8 @@ def test_path_forming_names_are_refused(tmp_path):
 
 
 def test_sweep_report_lands_next_to_its_study(tmp_path):
-    """A study in <dir>/s.db (storage URL or file): its report directory is <dir>/<study_name>/."""
+    """A study in <dir>/s.db (storage URL or file): its report directory is <dir>/s.db-<study_name>/
+    (<dir>/<study_name>/ only for the default layout, <dir>/<study_name>.db)."""
     import optuna
 
     from navexp.sweep.report import _resolve
@@ -307,10 +308,15 @@ def test_sweep_report_lands_next_to_its_study(tmp_path):
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     optuna.create_study(study_name="demo", storage=url)
-    assert _resolve(url, None)[2] == tmp_path / "demo"
-    assert _resolve(str(tmp_path / "s.db"), None)[2] == tmp_path / "demo"
+    assert _resolve(url, None)[2] == tmp_path / "s.db-demo"
+    assert _resolve(str(tmp_path / "s.db"), None)[2] == tmp_path / "s.db-demo"
     cfg = compose_config(["sweep.study_name=demo", f"sweep.storage={url}"])
-    assert study_paths(cfg) == ("demo", url, tmp_path / "demo")
+    assert study_paths(cfg) == ("demo", url, tmp_path / "s.db-demo")
+    default = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert (
+        study_paths(compose_config(["sweep.study_name=demo", f"sweep.storage={default}"]))[2]
+        == tmp_path / "demo"
+    )
 
 
 # -- 8. divergence inside rsl_rl is caught like a NaN loss ----------------------------------------

@@ -112,11 +112,12 @@ def test_numpy_deployment_reproduces_the_action_from_raw_sensors(run_dir, record
 
 def test_play_writes_plots_and_replays_the_same_path(run_dir, tmp_path):
     """Two plays with the same seed record identical trajectories; failed episodes get their own figure,
-    and a failed-episode figure of an earlier play into the same folder does not stay beside them."""
+    and a failed-episode figure or video of an earlier play into the same folder does not stay beside them."""
     from navexp import play
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "failed_42_time_out.png").write_bytes(b"an earlier play's figure")
+    (tmp_path / "a" / "episodes.gif").write_bytes(b"an earlier play's video")
     m1 = play.main([f"checkpoint={run_dir}", "episodes=5", f"out={tmp_path / 'a'}"])
     play.main([f"checkpoint={run_dir}", "episodes=5", f"out={tmp_path / 'b'}"])
     a, b = np.load(tmp_path / "a" / "trajectories.npz"), np.load(tmp_path / "b" / "trajectories.npz")
@@ -126,7 +127,10 @@ def test_play_writes_plots_and_replays_the_same_path(run_dir, tmp_path):
     assert (tmp_path / "a" / "grid.png").stat().st_size > 10_000
     failed = sorted((tmp_path / "a").glob("failed_*.png"))
     assert len(failed) == 5 - round(m1["success_rate"] * 5)
-    assert not (tmp_path / "a" / "failed_42_time_out.png").exists()
+    assert (
+        not (tmp_path / "a" / "failed_42_time_out.png").exists()
+        and not (tmp_path / "a" / "episodes.gif").exists()
+    )
     assert all(f.stat().st_size > 10_000 for f in failed)
     assert (run_dir / "plots" / "grid.png").is_file()  # the end of training drew the evaluation too
 

@@ -225,8 +225,9 @@ def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
 
 def test_archiving_a_segment_twice_into_one_folder_replaces_nothing(tmp_path):
     """Without run_info.json every resume archives into segments/1/: a second segment's eval.json, a
-    differing config.yaml, an evaluation of the same name and the evaluation's figures (plots/) are kept
-    beside the first's (.1), and an identical config.yaml (a retried launch) is not copied twice."""
+    differing config.yaml, an evaluation of the same name, the evaluation's figures (plots/) and a play
+    (play/) are kept beside the first's (.1), and an identical config.yaml (a retried launch) is not
+    copied twice."""
     from navexp.experiment.repro import archive_segment
 
     run_dir = tmp_path / "run"
@@ -237,11 +238,14 @@ def test_archiving_a_segment_twice_into_one_folder_replaces_nothing(tmp_path):
         (run_dir / "eval_model_9_run_0_suite-ood.json").write_text(f'{{"k": {k}}}')
         (run_dir / "plots").mkdir()
         (run_dir / "plots" / f"failed_{k}_time_out.png").write_text(f"figure {k}")
+        (run_dir / "play").mkdir()
+        (run_dir / "play" / "metrics.json").write_text(f'{{"k": {k}}}')
         assert archive_segment(run_dir) == run_dir / "segments" / "1"
     segment = run_dir / "segments" / "1"
     assert [p.name for p in (segment / "plots").iterdir()] == ["failed_1_time_out.png"]
     assert [p.name for p in (segment / "plots.1").iterdir()] == ["failed_2_time_out.png"]
-    assert not (run_dir / "plots").exists()
+    assert (segment / "play.1" / "metrics.json").read_text() == '{"k": 2}'
+    assert not (run_dir / "plots").exists() and not (run_dir / "play").exists()
     kept = {p.name: p.read_text() for p in segment.iterdir() if p.is_file()}
     assert kept == {
         "config.yaml": "seed: 1\n",

@@ -365,85 +365,131 @@ def test_sweep_report_reads_a_journal_study(tmp_path, capsys):
         t.suggest_float("ppo.clip_param", 0.1, 0.3)
         study.tell(t, v)
     out = sweep_report.main([str(tmp_path / "s.log")])
-    assert out == tmp_path / "s-j"  # next to the journal file: <file stem>-<study name>
+    assert out == tmp_path / "s.log-j"  # next to the journal file: <file name>-<study name>
     assert "study j: COMPLETE 2" in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["best_value"] == 0.6
 
 
 def test_reports_of_one_study_name_in_two_files_of_a_folder_stay_apart(tmp_path):
     """The default storage (outputs/studies/<study>.db) reports to <study>/; any other file to
-    <file stem>-<study>/, so two files holding a study of the same name never share a report folder."""
+    <file name>-<study>/, so two files holding a study of the same name never share a report folder (a
+    journal beside the default .db included, and hyphens in names cannot make two paths meet)."""
     from navexp.sweep.report import report_dir
 
-    fallback = tmp_path / "fallback"
-    assert report_dir(f"sqlite:///{tmp_path}/navexp_default.db", "navexp_default", fallback) == (
-        tmp_path / "navexp_default"
+    fb = tmp_path / "fallback"
+    assert (
+        report_dir(f"sqlite:///{tmp_path}/navexp_default.db", "navexp_default", fb)
+        == tmp_path / "navexp_default"
+    )
+    assert report_dir(f"journal:{tmp_path}/navexp_default.log", "navexp_default", fb) == (
+        tmp_path / "navexp_default.log-navexp_default"
     )
     assert (
-        report_dir(f"sqlite:///{tmp_path}/sw1.db", "navexp_default", fallback)
-        == tmp_path / "sw1-navexp_default"
+        report_dir(f"sqlite:///{tmp_path}/sw1.db", "navexp_default", fb) == tmp_path / "sw1.db-navexp_default"
     )
-    assert (
-        report_dir(f"sqlite:///{tmp_path}/sw3.db", "navexp_default", fallback)
-        == tmp_path / "sw3-navexp_default"
+    assert report_dir(f"sqlite:///{tmp_path}/a.db", "b-c", fb) != report_dir(
+        f"sqlite:///{tmp_path}/a-b.db", "c", fb
     )
-    assert report_dir(f"journal:{tmp_path}/s.log", "j", fallback) == tmp_path / "s-j"
-    assert report_dir("postgresql://u@db:5432/navexp", "j", fallback) == fallback
+    assert report_dir("postgresql://u@db:5432/navexp", "j", fb) == fb
 
 
 def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch, capsys):
-    """A study of 2 trials (fixed ppo.learning_rate=0.0003), then the same study with recipe=traps and
-    seed=3: refused in one line naming both keys and values, no trial added. The study's own overrides
-    with another logger group (neutral to the objective) and sweep.n_trials=3 add the third trial."""
+    """A study of 2 trials (fixed ppo.learning_rate=0.0003, the machine's trial size), then the same study
+    with recipe=traps and seed=3, or with two objectives: refused in one line naming the keys and values,
+    no trial added. The study's own overrides with another logger group (neutral to the objective) and
+    sweep.n_trials=3 add the third trial."""
+    import torch
+
+    from navexp import compose_config
     from navexp.sweep.sweeper import SETUP_ATTR
 
     study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2")
-    assert study.user_attrs[SETUP_ATTR] == {"ppo.learning_rate": "0.0003"}
+    sw = compose_config([]).sweep
+    size = sw.trial_overrides_gpu if torch.cuda.is_available() else sw.trial_overrides_cpu
+    assert study.user_attrs[SETUP_ATTR] == {
+        "ppo.learning_rate": "0.0003",
+        **dict(o.split("=", 1) for o in size),
+    }
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     with pytest.raises(SystemExit):
         run_sweep(tmp_path, monkeypatch, "sweep.n_trials=4", "recipe=traps", "seed=3")
-    err = capsys.readouterr().err
     assert (
         "Error: study unit holds trials of another setup (recipe: its trials ran with (not given), this "
-        "sweep gives traps; seed: its trials ran with (not given), this sweep gives 3)" in err
+        "sweep gives traps; seed: its trials ran with (not given), this sweep gives 3)"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        run_sweep(
+            tmp_path, monkeypatch, "sweep.n_trials=4", "sweep.objectives=[success_rate,mean_time_to_goal_s]"
+        )
+    assert (
+        "Error: study unit optimizes ['maximize'], this sweep's sweep.objectives=" in capsys.readouterr().err
     )
     assert len(list((tmp_path / "sweep").glob("trial_*"))) == 2
-    assert "sweep.study_name=<new name>" in err and "Traceback" not in err
-    assert len(optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path}/study.db").trials) == 2
     study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=3", "logger.group=more")
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
 
 
-def test_a_study_without_a_recorded_setup_is_checked_against_its_navexp_trials(tmp_path):
-    """A study made before the setup was recorded: its finished trials that ran a navexp evaluation
-    (run_dir) carry their fixed overrides as user attributes, and a sweep differing from them is refused;
-    a trial made by hand (no run_dir) does not count, and the first check records the setup."""
-    from navexp.sweep.sweeper import SETUP_ATTR, StudySetupError, check_study_setup
+def test_the_setup_a_study_is_checked_against(tmp_path):
+    """Neutral overrides (logging, names, the device, the study's own sweep.* keys) are no part of a setup.
+    A study whose trials all failed takes a new setup (a first sweep stopped early may be corrected); one
+    with a trial that ran refuses another, naming a key this sweep searches as searched. A study from
+    before setups were recorded is checked against its navexp trials (those with a run_dir), and one
+    whose trials already mix setups is refused outright."""
+    from navexp.sweep.sweeper import SETUP_ATTR, StudySetupError, check_study_setup, fixed_setup
 
-    study = optuna.create_study(study_name="old", storage=open_storage(f"sqlite:///{tmp_path}/s.db"))
-    study.tell(study.ask(), 0.4)  # by hand: no attributes
-    check_study_setup(study, {"env.num_envs": "8", "env.device": "cuda:1"}, {"env", "recipe"})
-    assert study.user_attrs[SETUP_ATTR] == {"env.num_envs": "8"}  # the device is neutral
-
-    study = optuna.create_study(study_name="older", storage=open_storage(f"sqlite:///{tmp_path}/s.db"))
-    trial = study.ask()
-    for key, value in {
-        "run_dir": "/runs/0",
+    keys = {"logger", "experiment_name", "recipe", "env", "sweep", "seed"}
+    given = {"logger": "wandb", "logger.group": "g", "experiment_name": "x", "env.device": "cuda:1"}
+    assert fixed_setup(
+        {**given, "sweep.n_trials": "5", "recipe": "traps", "run_dir": "/r", "seed": "3"}, keys
+    ) == {
         "recipe": "traps",
-        "success_rate": 0.5,
-        "sweep.n_trials": "2",
-    }.items():
-        trial.set_user_attr(key, value)
-    study.tell(trial, 0.5)
+        "seed": "3",
+    }
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
+    study = optuna.create_study(study_name="failed_first", storage=storage)
+    study.set_user_attr(SETUP_ATTR, {"recipe": "traps"})
+    study.tell(study.ask(), state=TrialState.FAIL)
+    check_study_setup(study, {"recipe": "none"}, {"recipe": "none"}, set(), keys)  # nothing ran: corrected
+    assert optuna.load_study(study_name="failed_first", storage=storage).user_attrs[SETUP_ATTR] == {
+        "recipe": "none"
+    }
+    study.tell(study.ask(), 0.5)
     with pytest.raises(
-        StudySetupError, match=r"recipe: trial 0 ran with traps, this sweep gives \(not given\)\)"
+        StudySetupError, match=r"\(recipe: its trials ran with none, this sweep searches it\)"
     ):
-        check_study_setup(study, {"sweep.n_trials": "9"}, {"env", "recipe", "sweep"})
+        check_study_setup(study, {}, {}, {"recipe"}, keys)
+
+    def older(name: str, *setups: dict):
+        study = optuna.create_study(study_name=name, storage=storage)
+        study.tell(study.ask(), 0.4)  # by hand: no attributes, no run_dir
+        for attrs in setups:
+            trial = study.ask()
+            for key, value in {
+                "run_dir": "/runs/0",
+                "success_rate": 0.5,
+                "sweep.n_trials": "2",
+                **attrs,
+            }.items():
+                trial.set_user_attr(key, value)
+            study.tell(trial, 0.5)
+        return study
+
+    study = older("older", {"recipe": "traps"})
+    with pytest.raises(
+        StudySetupError, match=r"recipe: its trials ran with traps, this sweep gives \(not given\)\)"
+    ):
+        check_study_setup(study, {"env.num_envs": "128"}, {}, set(), keys)
+    assert SETUP_ATTR not in optuna.load_study(study_name="older", storage=storage).user_attrs
+    check_study_setup(study, {"recipe": "traps", "env.num_envs": "128"}, {"recipe": "traps"}, set(), keys)
     assert (
-        SETUP_ATTR
-        not in optuna.load_study(study_name="older", storage=f"sqlite:///{tmp_path}/s.db").user_attrs
+        optuna.load_study(study_name="older", storage=storage).user_attrs[SETUP_ATTR]["env.num_envs"] == "128"
     )
-    check_study_setup(study, {"recipe": "traps"}, {"env", "recipe", "sweep"})  # the same setup: accepted
+    mixed = older("mixed", {"recipe": "traps"}, {})
+    with pytest.raises(
+        StudySetupError, match=r"already holds trials of 2 setups \(their fixed overrides differ in"
+    ):
+        check_study_setup(mixed, {"recipe": "traps"}, {"recipe": "traps"}, set(), keys)
 
 
 def test_a_sweep_says_when_its_space_switches_a_term_on_or_its_average_reaches_iteration_zero():

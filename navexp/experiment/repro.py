@@ -114,12 +114,13 @@ def _legacy_segment(old: dict) -> dict:
 
 def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path | None:
     """Before a resume writes its own: move the previous segment's ``eval.json``, the figures of that
-    evaluation (``plots/``) and its later evaluations (``eval_*.json`` of ``navexp.evaluate``: they
-    score its policy, not the resumed run's) and copy its ``config.yaml`` to ``segments/<k>/`` (k: that
-    segment's number, from 1), and move the checkpoints in ``superseded`` there too (a resume from an
-    earlier iteration: the later checkpoints and averages belong to the branch it leaves, which it would
-    otherwise overwrite one by one or leave behind as the run's latest). Nothing there is replaced: a
-    name already taken gets ``.<n>`` before its suffix. Returns that folder."""
+    evaluation (``plots/``) and its later evaluations (``eval_*.json`` of ``navexp.evaluate`` and the
+    default ``play/`` of ``navexp.play``: they score its policy, not the resumed run's) and copy its
+    ``config.yaml`` to ``segments/<k>/`` (k: that segment's number, from 1), and move the checkpoints in
+    ``superseded`` there too (a resume from an earlier iteration: the later checkpoints and averages
+    belong to the branch it leaves, which it would otherwise overwrite one by one or leave behind as the
+    run's latest). Nothing there is replaced: a name already taken gets ``.<n>`` before its suffix.
+    Returns that folder."""
     path = run_dir / "run_info.json"
     try:
         k = len(json.loads(path.read_text()).get("segments") or [None])
@@ -139,7 +140,7 @@ def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path 
             write_atomic(_free_name(folder / name), data)
             moved = True
     (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
-    plots = [run_dir / "plots"] if (run_dir / "plots").is_dir() else []
+    plots = [run_dir / d for d in ("plots", "play") if (run_dir / d).is_dir()]
     for src in [*sorted(run_dir.glob("eval_*.json")), *plots, *superseded]:
         folder.mkdir(parents=True, exist_ok=True)
         os.replace(src, _free_name(folder / src.name))

@@ -267,8 +267,8 @@ def log_study_run(
 
 def report_dir(url: str, study_name: str, fallback: Path) -> Path:
     """Where a study's report goes: next to its sqlite or journal file, else ``fallback``. Beside the
-    file, ``<dir>/<name>/`` when the file is named after the study (the default storage,
-    ``outputs/studies/<name>.db``), otherwise ``<dir>/<file stem>-<name>/``: studies of one name in two
+    file, ``<dir>/<name>/`` when the file is ``<name>.db`` (the default storage,
+    ``outputs/studies/<name>.db``), otherwise ``<dir>/<file name>-<name>/``: studies of one name in two
     files of one folder keep two reports."""
     check_path_name("sweep.study_name", study_name)
     journal = journal_path(url)
@@ -278,7 +278,7 @@ def report_dir(url: str, study_name: str, fallback: Path) -> Path:
         file = Path(url[len("sqlite:///") :])
     else:
         return fallback
-    return file.parent / (study_name if file.stem == study_name else f"{file.stem}-{study_name}")
+    return file.parent / (study_name if file.name == f"{study_name}.db" else f"{file.name}-{study_name}")
 
 
 def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:

@@ -11,6 +11,8 @@ Hydra instantiates it for ``hydra/sweeper=optuna`` (hydra_plugins/navexp_sweeper
   only when failed/finished passes ``max_failure_rate``;
 - ``n_trials`` is the number of finished trials the study should reach, so re-running the same command
   continues the study and only adds what is missing;
+- a study keeps one setup: the fixed overrides and trial size of the sweep that started it (neutral keys
+  aside); a sweep of another setup or other objectives is refused before any trial (``check_study_setup``);
 - workers share one study through its storage (navexp/sweep/parallel.py): heartbeats, trials of
   stopped workers failed with a reason and run again, trial dirs ``<sweep dir>/trial_<n>``, and an
   admission lock so that workers never overshoot ``n_trials``;
@@ -65,71 +67,100 @@ class StorageError(CompactHydraException):
 
 
 class StudySetupError(CompactHydraException):
-    """A study whose finished trials ran with other fixed overrides than this sweep's: adding to it would
-    rank trials of different setups together (one line naming the keys, both values and the way out)."""
+    """A study whose trials ran with another setup than this sweep's (fixed overrides, trial size,
+    objectives): adding to it would rank trials of different setups together (one line naming the keys,
+    both values and the way out)."""
 
 
-NEUTRAL_OVERRIDES = ("sweep.", "logger.", "hydra.", "hydra/", "env.device")
-"""Fixed overrides that leave what a trial measures unchanged: the study's own settings, logging, and
-the device (each worker of one study may use its own GPU)."""
+NEUTRAL_PREFIXES = ("sweep.", "logger.", "hydra.", "hydra/")
+NEUTRAL_KEYS = ("logger", "experiment_name", "env.device")
+"""Fixed overrides that leave what a trial measures unchanged: the study's own settings, logging and
+names, and the device (each worker of one study may use its own GPU)."""
+
+SETUP_ATTR = "navexp_setup"
+"""The study's user attribute holding its setup: the fixed overrides (the neutral ones aside) and the
+trial size (``sweep.trial_overrides_cpu``/``_gpu`` where the command line does not set the key) of the
+sweep that started its first trial, to which every later sweep of the study must agree."""
 
 
-SETUP_ATTR = "navexp_fixed_overrides"
-"""The study's user attribute holding the fixed overrides (``NEUTRAL_OVERRIDES`` aside) of its first
-sweep, to which every later sweep of the study must agree."""
+def fixed_setup(fixed: dict[str, Any], config_keys: set[str]) -> dict[str, str]:
+    """The fixed overrides that shape what a trial measures. ``config_keys``: the config's top-level keys,
+    which tell an override key (``recipe``, ``seed``, ``env.num_envs``) from a trial's other user
+    attributes (``run_dir``, metrics), as both are stored there."""
+    return {
+        str(k): str(v)
+        for k, v in fixed.items()
+        if not str(k).startswith(NEUTRAL_PREFIXES)
+        and str(k) not in NEUTRAL_KEYS
+        and ("." in str(k) or "/" in str(k) or str(k) in config_keys)
+    }
 
 
-def check_study_setup(study: optuna.Study, fixed: dict[str, Any], config_keys: set[str]) -> None:
-    """Raise StudySetupError when ``study`` holds trials of other fixed overrides than ``fixed`` (those
-    neutral to the objective, ``NEUTRAL_OVERRIDES``, aside): its recorded setup (``SETUP_ATTR``), or for
-    a study without one (made before navexp recorded it) each finished navexp trial's (every fixed
-    ``key: value`` is also a user attribute of its trials). Records the setup when the study has none.
-    ``config_keys``: the config's top-level keys, which tell an override key (``recipe``, ``seed``,
-    ``env.num_envs``) from a trial's other attributes (``run_dir``, metrics)."""
-
-    def measured(pairs: dict) -> dict[str, str]:
-        return {
-            str(k): str(v)
-            for k, v in pairs.items()
-            if not str(k).startswith(NEUTRAL_OVERRIDES)
-            and ("." in str(k) or "/" in str(k) or str(k).lstrip("+~") in config_keys)
-        }
-
-    mine = measured(fixed)
+def check_study_setup(
+    study: optuna.Study,
+    setup: dict[str, str],
+    fixed: dict[str, str],
+    searched: set[str],
+    config_keys: set[str],
+) -> None:
+    """Raise StudySetupError when ``study`` holds trials of another setup than ``setup`` (this sweep's:
+    its ``fixed`` overrides, see ``fixed_setup``, and its trial size). Called under the admission lock,
+    after stale trials were failed. A study with no trial that ran or runs (COMPLETE, PRUNED, RUNNING)
+    takes this sweep's setup (a first sweep stopped before any trial finished may be corrected). Otherwise
+    it is compared with the recorded setup (``SETUP_ATTR``) or, for a study from before navexp recorded
+    it, with the fixed overrides its navexp trials hold (user attributes of the trials with a
+    ``run_dir``). ``searched``: this sweep's searched keys, named as such in the message."""
+    ran = study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+    )
     recorded = study.user_attrs.get(SETUP_ATTR)
+    if not ran:
+        study.set_user_attr(SETUP_ATTR, setup)
+        return
     if recorded is not None:
-        sources = [("its trials ran with", measured(recorded))]
+        theirs, mine = recorded, setup
     else:
-        finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-        sources = [
-            (f"trial {t.number} ran with", measured(t.user_attrs))
-            for t in study.get_trials(deepcopy=False, states=finished)
-            if "run_dir" in t.user_attrs  # a trial of a navexp sweep that got as far as its evaluation
-        ]
-    for who, theirs in sources:
-        differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
-        if differ:
-            pairs = "; ".join(
-                f"{k}: {who} {theirs.get(k, '(not given)')}, this sweep gives {mine.get(k, '(not given)')}"
-                for k in differ
-            )
+        older = [fixed_setup(t.user_attrs, config_keys) for t in ran if "run_dir" in t.user_attrs]
+        distinct = [dict(d) for d in {tuple(sorted(d.items())) for d in older}]
+        if len(distinct) > 1:
+            keys = sorted({k for d in distinct for k in d if len({x.get(k) for x in distinct}) > 1})
             raise StudySetupError(
-                f"Error: study {study.study_name} holds trials of another setup ({pairs}), which would be "
-                f"ranked with this sweep's. To add to the study give its overrides; otherwise start another "
-                f"study: sweep.study_name=<new name> (or another sweep.storage)"
+                f"Error: study {study.study_name} already holds trials of {len(distinct)} setups (their "
+                f"fixed overrides differ in {keys}); start another study: sweep.study_name=<new name> (or "
+                f"another sweep.storage)"
             )
+        theirs, mine = (distinct[0] if distinct else {}), fixed
+    differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
+    if differ:
+
+        def given(k: str) -> str:
+            return "searches it" if k in searched else f"gives {mine.get(k, '(not given)')}"
+
+        pairs = "; ".join(
+            f"{k}: its trials ran with {theirs.get(k, '(not given)')}, this sweep {given(k)}" for k in differ
+        )
+        raise StudySetupError(
+            f"Error: study {study.study_name} holds trials of another setup ({pairs}), which would be "
+            f"ranked with this sweep's. To add to the study give its overrides; otherwise start another "
+            f"study: sweep.study_name=<new name> (or another sweep.storage)"
+        )
     if recorded is None:
-        study.set_user_attr(SETUP_ATTR, mine)
+        study.set_user_attr(SETUP_ATTR, setup)
 
 
 def setup_warnings(
-    config: DictConfig, searched: list[str], trial_overrides: list[str], user_keys: set[str]
+    config: DictConfig,
+    searched: list[str],
+    trial_overrides: list[str],
+    user_keys: set[str],
+    fixed: dict[str, Any] | None = None,
 ) -> list[str]:
     """What a sweep's trials will do that its user may not expect, said before the first trial: a
     searched reward term the composed reward has off (weight 0: ``reward=path`` with the default space,
     built around ``reward=bcppo``, switches ``progress`` on), and a policy averaged over checkpoints
     (``ppo.average_checkpoints``) that reaches iteration 0 at the trial size (``trial_overrides`` where the
-    command line does not set the key)."""
+    command line does not set the key, then the sweep's ``fixed`` values; not said when one of the three
+    keys is searched or not a number)."""
     out = []
     for key in searched:
         parts = key.split(".")
@@ -140,11 +171,16 @@ def setup_warnings(
                     f"the search space searches {key}, a term the composed reward (reward={choice}) has off "
                     f"(weight 0): its trials switch the term on"
                 )
-    size = dict(o.split("=", 1) for o in trial_overrides if o.split("=", 1)[0] not in user_keys)
-    iterations = int(size.get("ppo.max_iterations", config.ppo.max_iterations))
-    interval = int(size.get("ppo.save_interval", config.ppo.save_interval))
-    saved = sorted({*range(0, iterations, interval), iterations - 1})
-    n = int(config.ppo.average_checkpoints)
+    keys = ("ppo.max_iterations", "ppo.save_interval", "ppo.average_checkpoints")
+    if set(keys) & set(searched):
+        return out
+    size = {k: v for k, v in (o.split("=", 1) for o in trial_overrides if "=" in o) if k not in user_keys}
+    size.update({str(k): v for k, v in (fixed or {}).items()})
+    try:
+        iterations, interval, n = (int(size.get(k, OmegaConf.select(config, k))) for k in keys)
+    except (TypeError, ValueError):
+        return out
+    saved = sorted({*range(0, iterations, max(interval, 1)), iterations - 1})
     if n > 1 and n >= len(saved):
         out.append(
             f"each trial saves iterations {saved} (ppo.max_iterations={iterations}, "
@@ -329,7 +365,7 @@ class StudySweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> None:
         space = self._space(arguments)
         for warning in setup_warnings(
-            self.config, list(space.searched), self.trial_overrides, space.user_keys
+            self.config, list(space.searched), self.trial_overrides, space.user_keys, space.fixed
         ):
             log.warning(warning)
         self.sampler, points = build_sampler(
@@ -353,7 +389,22 @@ class StudySweeper(Sweeper):
             directions=self.direction,
             load_if_exists=True,
         )
-        check_study_setup(study, space.fixed, {str(k) for k in self.config if k != "hydra"})
+        theirs = [d.name.lower() for d in study.directions]
+        if theirs != self.direction:
+            raise StudySetupError(
+                f"Error: study {self.study_name} optimizes {theirs}, this sweep's sweep.objectives="
+                f"{self.objectives} {self.direction}; start another study: sweep.study_name=<new name>"
+            )
+        config_keys = {str(k) for k in self.config if k != "hydra"}
+        fixed = fixed_setup(space.fixed, config_keys)
+        size = {
+            k: v
+            for k, v in (o.split("=", 1) for o in self.trial_overrides if "=" in o)
+            if k not in space.user_keys
+        }
+        with admission_lock(self.storage_url, self.study_name, Path(str(self.config.hydra.sweep.dir))):
+            fail_stale_trials(study, self.storage, self.grace_s)
+            check_study_setup(study, {**fixed, **size}, fixed, set(space.searched), config_keys)
         self._write_study_info()
         log.info(
             f"Study {self.study_name} in {describe(self.storage_url)}: "
