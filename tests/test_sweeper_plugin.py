@@ -475,6 +475,11 @@ def test_the_setup_a_study_is_checked_against(tmp_path):
             study.tell(trial, 0.5)
         return study
 
+    by_hand = older("by_hand")  # a trial that ran, but of no navexp sweep: this sweep's setup is taken
+    check_study_setup(by_hand, {"recipe": "traps"}, {"recipe": "traps"}, set(), keys)
+    assert optuna.load_study(study_name="by_hand", storage=storage).user_attrs[SETUP_ATTR] == {
+        "recipe": "traps"
+    }
     study = older("older", {"recipe": "traps"})
     with pytest.raises(
         StudySetupError, match=r"recipe: its trials ran with traps, this sweep gives \(not given\)\)"

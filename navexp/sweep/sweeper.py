@@ -129,7 +129,10 @@ def check_study_setup(
                 f"fixed overrides differ in {keys}); start another study: sweep.study_name=<new name> (or "
                 f"another sweep.storage)"
             )
-        theirs, mine = (distinct[0] if distinct else {}), fixed
+        if not distinct:  # no trial of a navexp sweep (made by hand or by another tool): nothing to match
+            study.set_user_attr(SETUP_ATTR, setup)
+            return
+        theirs, mine = distinct[0], fixed
     differ = sorted(k for k in {*mine, *theirs} if mine.get(k) != theirs.get(k))
     if differ:
 
