@@ -33,7 +33,13 @@ from navexp.analysis.suites import eval_scalars, evaluate_suite
 from navexp.analysis.video import log_gif, write_video
 from navexp.experiment.config import register_configs
 from navexp.experiment.presets import add_overrides, applied_preset, override_value, size_override_argv
-from navexp.experiment.repro import archive_segment, flat_changes, seed_everything, write_run_record
+from navexp.experiment.repro import (
+    SEGMENT_FOLDERS,
+    archive_segment,
+    flat_changes,
+    seed_everything,
+    write_run_record,
+)
 from navexp.experiment.run_config import eval_env_cfg
 from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
 from navexp.experiment.validation import validate_run_cfg
@@ -303,7 +309,7 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
             later = later_checkpoints(start.run_dir, start.ckpt)
             evals = sorted(p.name for p in start.run_dir.glob("eval_*.json"))
-            evals += [f"{d}/" for d in ("plots", "play") if (start.run_dir / d).is_dir()]
+            evals += [f"{d}/" for d in SEGMENT_FOLDERS if (start.run_dir / d).is_dir()]
             folder = archive_segment(start.run_dir, later)
             if later:
                 print(

@@ -112,6 +112,11 @@ def _legacy_segment(old: dict) -> dict:
     return {"started": old.get("created")} | {k: old.get(k) for k in ("argv", "git_revision", "resumed_from")}
 
 
+SEGMENT_FOLDERS = ("plots", "play")
+"""Folders of a run directory that show its policy (the final evaluation's figures, the default output of
+``navexp.play``): a resume moves them to ``segments/<k>/`` with the segment's ``eval.json``."""
+
+
 def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path | None:
     """Before a resume writes its own: move the previous segment's ``eval.json``, the figures of that
     evaluation (``plots/``) and its later evaluations (``eval_*.json`` of ``navexp.evaluate`` and the
@@ -140,8 +145,8 @@ def archive_segment(run_dir: Path, superseded: list[Path] | tuple = ()) -> Path 
             write_atomic(_free_name(folder / name), data)
             moved = True
     (run_dir / "eval.json").unlink(missing_ok=True)  # a result of the earlier segment, kept above
-    plots = [run_dir / d for d in ("plots", "play") if (run_dir / d).is_dir()]
-    for src in [*sorted(run_dir.glob("eval_*.json")), *plots, *superseded]:
+    folders = [run_dir / d for d in SEGMENT_FOLDERS if (run_dir / d).is_dir()]
+    for src in [*sorted(run_dir.glob("eval_*.json")), *folders, *superseded]:
         folder.mkdir(parents=True, exist_ok=True)
         os.replace(src, _free_name(folder / src.name))
         moved = True

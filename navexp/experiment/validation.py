@@ -28,9 +28,8 @@ def validate_run_cfg(cfg: Any) -> None:
     validate_env_cfg(cfg.env)
     for group in ("obs", "reward"):  # term params and weights: inf would surface as a NaN reward later
         check_all_finite(cfg[group], group)
-    make_curriculum(
-        cfg
-    )  # its keys, and an env config at its easy and hard ends that validate_env_cfg accepts
+    # The curriculum: its keys, and an env config at its easy and hard ends that validate_env_cfg accepts.
+    make_curriculum(cfg)
     ppo = cfg.ppo
     for key in (
         "max_iterations",

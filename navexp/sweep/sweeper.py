@@ -151,6 +151,13 @@ def check_study_setup(
         study.set_user_attr(SETUP_ATTR, setup)
 
 
+def trial_size(trial_overrides: list[str], user_keys: set[str]) -> dict[str, str]:
+    """``{key: value}`` of the sweep's per-trial size (``sweep.trial_overrides_cpu``/``_gpu``) that
+    applies: the keys the command line does not set."""
+    pairs = (o.split("=", 1) for o in trial_overrides if "=" in o)
+    return {k: v for k, v in pairs if k not in user_keys}
+
+
 def setup_warnings(
     config: DictConfig,
     searched: list[str],
@@ -177,8 +184,7 @@ def setup_warnings(
     keys = ("ppo.max_iterations", "ppo.save_interval", "ppo.average_checkpoints")
     if set(keys) & set(searched):
         return out
-    size = {k: v for k, v in (o.split("=", 1) for o in trial_overrides if "=" in o) if k not in user_keys}
-    size.update({str(k): v for k, v in (fixed or {}).items()})
+    size = {**trial_size(trial_overrides, user_keys), **{str(k): v for k, v in (fixed or {}).items()}}
     try:
         iterations, interval, n = (int(size.get(k, OmegaConf.select(config, k))) for k in keys)
     except (TypeError, ValueError):
@@ -400,11 +406,7 @@ class StudySweeper(Sweeper):
             )
         config_keys = {str(k) for k in self.config if k != "hydra"}
         fixed = fixed_setup(space.fixed, config_keys)
-        size = {
-            k: v
-            for k, v in (o.split("=", 1) for o in self.trial_overrides if "=" in o)
-            if k not in space.user_keys
-        }
+        size = trial_size(self.trial_overrides, space.user_keys)
         with admission_lock(self.storage_url, self.study_name, Path(str(self.config.hydra.sweep.dir))):
             fail_stale_trials(study, self.storage, self.grace_s)
             check_study_setup(study, {**fixed, **size}, fixed, set(space.searched), config_keys)
