@@ -372,8 +372,8 @@ def test_sweep_report_reads_a_journal_study(tmp_path, capsys):
 
 def test_reports_of_one_study_name_in_two_files_of_a_folder_stay_apart(tmp_path):
     """The default storage (outputs/studies/<study>.db) reports to <study>/; any other file to
-    <file name>-<study>/, so two files holding a study of the same name never share a report folder (a
-    journal beside the default .db included, and hyphens in names cannot make two paths meet)."""
+    <file name>-<study>/, so two files holding a study of the same name keep two report folders (a
+    journal beside the default .db included)."""
     from navexp.sweep.report import report_dir
 
     fb = tmp_path / "fallback"
@@ -386,9 +386,6 @@ def test_reports_of_one_study_name_in_two_files_of_a_folder_stay_apart(tmp_path)
     )
     assert (
         report_dir(f"sqlite:///{tmp_path}/sw1.db", "navexp_default", fb) == tmp_path / "sw1.db-navexp_default"
-    )
-    assert report_dir(f"sqlite:///{tmp_path}/a.db", "b-c", fb) != report_dir(
-        f"sqlite:///{tmp_path}/a-b.db", "c", fb
     )
     assert report_dir("postgresql://u@db:5432/navexp", "j", fb) == fb
 
@@ -409,6 +406,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
     assert study.user_attrs[SETUP_ATTR] == {
         "ppo.learning_rate": "0.0003",
         **dict(o.split("=", 1) for o in size),
+        "sweep.objectives": "['success_rate']",
     }
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     with pytest.raises(SystemExit):
@@ -433,7 +431,9 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
 def test_the_setup_a_study_is_checked_against(tmp_path):
     """Neutral overrides (logging, names, the device, the study's own sweep.* keys) are no part of a setup.
     A study whose trials all failed takes a new setup (a first sweep stopped early may be corrected); one
-    with a trial that ran refuses another, naming a key this sweep searches as searched. A study from
+    with a trial that ran refuses another, naming a key this sweep searches as searched; of two workers
+    starting together the one whose check comes after the other's first trial is refused; objectives of
+    the same directions and the trial size are part of the setup. A study from
     before setups were recorded is checked against its navexp trials (those with a run_dir), and one
     whose trials already mix setups is refused outright."""
     from navexp.sweep.sweeper import SETUP_ATTR, StudySetupError, check_study_setup, fixed_setup
@@ -459,6 +459,29 @@ def test_the_setup_a_study_is_checked_against(tmp_path):
         StudySetupError, match=r"\(recipe: its trials ran with none, this sweep searches it\)"
     ):
         check_study_setup(study, {}, {}, {"recipe"}, keys)
+
+    # Two workers of different setups starting together: A records its setup, B (nothing ran yet) takes
+    # the study over and starts a trial; A's check before its first batch then refuses A.
+    race = optuna.create_study(study_name="race", storage=storage)
+    check_study_setup(race, {"recipe": "traps"}, {"recipe": "traps"}, set(), keys)
+    check_study_setup(race, {"recipe": "none"}, {"recipe": "none"}, set(), keys)
+    race.ask()
+    with pytest.raises(StudySetupError, match=r"recipe: its trials ran with none, this sweep gives traps"):
+        check_study_setup(race, {"recipe": "traps"}, {"recipe": "traps"}, set(), keys)
+    # Objectives of the same directions, and a trial-size key, named as what they are.
+    two = optuna.create_study(study_name="two", storage=storage)
+    check_study_setup(
+        two, {"sweep.objectives": "['success_rate', 'timeout_rate']", "env.num_envs": "128"}, {}, set(), keys
+    )
+    two.tell(two.ask(), 0.5)
+    other = {"sweep.objectives": "['success_rate', 'collision_rate']", "env.num_envs": "256"}
+    with pytest.raises(StudySetupError) as err:
+        check_study_setup(two, other, {}, set(), keys, {"env.num_envs"})
+    assert (
+        "env.num_envs: its trials ran with 128, this sweep gives 256 (its trial size, "
+        "sweep.trial_overrides_cpu/_gpu); sweep.objectives: its trials ran with ['success_rate', "
+        "'timeout_rate'], this sweep gives ['success_rate', 'collision_rate']" in str(err.value)
+    )
 
     def older(name: str, *setups: dict):
         study = optuna.create_study(study_name=name, storage=storage)

@@ -102,6 +102,7 @@ def check_study_setup(
     fixed: dict[str, str],
     searched: set[str],
     config_keys: set[str],
+    size_keys: set[str] = frozenset(),
 ) -> None:
     """Raise StudySetupError when ``study`` holds trials of another setup than ``setup`` (this sweep's:
     its ``fixed`` overrides, see ``fixed_setup``, and its trial size). Called under the admission lock,
@@ -109,12 +110,15 @@ def check_study_setup(
     takes this sweep's setup (a first sweep stopped before any trial finished may be corrected). Otherwise
     it is compared with the recorded setup (``SETUP_ATTR``) or, for a study from before navexp recorded
     it, with the fixed overrides its navexp trials hold (user attributes of the trials with a
-    ``run_dir``). ``searched``: this sweep's searched keys, named as such in the message."""
+    ``run_dir``). ``searched``: this sweep's searched keys, named as such in the message; ``size_keys``:
+    its trial-size keys, whose values come from ``sweep.trial_overrides_cpu``/``_gpu``."""
     ran = study.get_trials(
         deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
     )
     recorded = study.user_attrs.get(SETUP_ATTR)
     if not ran:
+        if recorded is not None and recorded != setup:
+            log.warning(f"study {study.study_name}: none of its trials ran; its setup is now this sweep's")
         study.set_user_attr(SETUP_ATTR, setup)
         return
     if recorded is not None:
@@ -137,7 +141,10 @@ def check_study_setup(
     if differ:
 
         def given(k: str) -> str:
-            return "searches it" if k in searched else f"gives {mine.get(k, '(not given)')}"
+            if k in searched:
+                return "searches it"
+            origin = " (its trial size, sweep.trial_overrides_cpu/_gpu)" if k in size_keys else ""
+            return f"gives {mine.get(k, '(not given)')}{origin}"
 
         pairs = "; ".join(
             f"{k}: its trials ran with {theirs.get(k, '(not given)')}, this sweep {given(k)}" for k in differ
@@ -154,8 +161,8 @@ def check_study_setup(
 def trial_size(trial_overrides: list[str], user_keys: set[str]) -> dict[str, str]:
     """``{key: value}`` of the sweep's per-trial size (``sweep.trial_overrides_cpu``/``_gpu``) that
     applies: the keys the command line does not set."""
-    pairs = (o.split("=", 1) for o in trial_overrides if "=" in o)
-    return {k: v for k, v in pairs if k not in user_keys}
+    applies = [o for o in trial_overrides if "=" in o and o.split("=", 1)[0] not in user_keys]
+    return distributions(applies)[1]  # Hydra's parser, as the command line's values: 1e-3 reads 0.001
 
 
 def setup_warnings(
@@ -169,8 +176,8 @@ def setup_warnings(
     searched reward term the composed reward has off (weight 0: ``reward=path`` with the default space,
     built around ``reward=bcppo``, switches ``progress`` on), and a policy averaged over checkpoints
     (``ppo.average_checkpoints``) that reaches iteration 0 at the trial size (``trial_overrides`` where the
-    command line does not set the key, then the sweep's ``fixed`` values; not said when one of the three
-    keys is searched or not a number)."""
+    command line does not set the key, over the sweep's ``fixed`` values, as in the trial; not said when
+    one of the three keys is searched or not a number)."""
     out = []
     for key in searched:
         parts = key.split(".")
@@ -184,7 +191,7 @@ def setup_warnings(
     keys = ("ppo.max_iterations", "ppo.save_interval", "ppo.average_checkpoints")
     if set(keys) & set(searched):
         return out
-    size = {**trial_size(trial_overrides, user_keys), **{str(k): v for k, v in (fixed or {}).items()}}
+    size = {**{str(k): v for k, v in (fixed or {}).items()}, **trial_size(trial_overrides, user_keys)}
     try:
         iterations, interval, n = (int(size.get(k, OmegaConf.select(config, k))) for k in keys)
     except (TypeError, ValueError):
@@ -407,9 +414,14 @@ class StudySweeper(Sweeper):
         config_keys = {str(k) for k in self.config if k != "hydra"}
         fixed = fixed_setup(space.fixed, config_keys)
         size = trial_size(self.trial_overrides, space.user_keys)
-        with admission_lock(self.storage_url, self.study_name, Path(str(self.config.hydra.sweep.dir))):
+        setup = {**fixed, **size, "sweep.objectives": str(self.objectives)}
+
+        def check_setup() -> None:  # under the admission lock: before the first trial, and every batch
             fail_stale_trials(study, self.storage, self.grace_s)
-            check_study_setup(study, {**fixed, **size}, fixed, set(space.searched), config_keys)
+            check_study_setup(study, setup, fixed, set(space.searched), config_keys, set(size))
+
+        with admission_lock(self.storage_url, self.study_name, Path(str(self.config.hydra.sweep.dir))):
+            check_setup()
         self._write_study_info()
         log.info(
             f"Study {self.study_name} in {describe(self.storage_url)}: "
@@ -422,7 +434,7 @@ class StudySweeper(Sweeper):
         while True:
             # Counting and starting trials is one step across workers, so none overshoots n_trials.
             with admission_lock(self.storage_url, self.study_name, sweep_dir):
-                fail_stale_trials(study, self.storage, self.grace_s)
+                check_setup()  # a worker of another setup that started at the same time: refused here
                 trials = study.get_trials(deepcopy=False)
                 finished = sum(counts_as_finished(t) for t in trials)
                 running = sum(t.state == TrialState.RUNNING for t in trials)
