@@ -304,6 +304,9 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         stored = stored_config(start.ckpt)
         start.changed = flat_changes(stored, OmegaConf.to_container(cfg, resolve=True))
         start.changed.pop("resume", None)
+        device = start.changed.get("env.device")  # a torchrun rank stores its resolved device ("cpu")
+        if device is not None and _same_device(str(device[0]), start.device):
+            del start.changed["env.device"]  # the same device by another name ("auto"): no change
     if ctx.is_main:
         start.run_dir.mkdir(parents=True, exist_ok=True)
         if start.ckpt is not None:  # the earlier segment's config.yaml and eval.json: kept, not replaced
@@ -365,6 +368,15 @@ def _infos(cfg: DictConfig, env: NavEnv, train_cfg: dict) -> dict:
         "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+
+
+def _same_device(stored: str, resolved: str) -> bool:
+    """Whether a checkpoint's ``env.device`` names the device this launch resolved (``cpu`` and ``auto``
+    on a CPU machine); a device this machine lacks (``cuda:0`` without CUDA) is not it."""
+    try:
+        return resolve_device(stored) == resolved
+    except ValueError:
+        return False
 
 
 def _run_record(cfg: DictConfig, start: Start, env: NavEnv, ctx: DistContext) -> dict:

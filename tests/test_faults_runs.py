@@ -210,7 +210,8 @@ def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_r
     ppo.learning_rate=0.0123 ppo.schedule=fixed for one more: the optimizer trains at 0.0123 (the
     checkpoint's adapted rate is replaced, said on stdout), config.yaml says 0.0123 / fixed,
     run_info.json keeps the first launch's created/argv and lists both segments with the changed
-    keys, and the first segment's config.yaml and eval.json are kept under segments/1/ unchanged."""
+    keys (not env.device: auto resolves to the run's cpu) and each one's device and worlds, and the
+    first segment's config.yaml and eval.json are kept under segments/1/ unchanged."""
     run_dir = tmp_path / "run"
     first = [*TINY, *NO_MEDIA, "eval.num_episodes=4", "size=none"]
     run(compose_config(first), run_dir, first, quiet=True)
@@ -218,7 +219,7 @@ def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_r
     config0, eval0 = sha(run_dir / "config.yaml"), sha(run_dir / "eval.json")
 
     second = [*first, "ppo.learning_rate=0.0123", "ppo.schedule=fixed", "ppo.max_iterations=3"]
-    second += [f"resume={run_dir}"]
+    second += [f"resume={run_dir}", "env.device=auto" if not torch.cuda.is_available() else "env.device=cpu"]
     run(compose_config(second), run_dir, second, quiet=True)
 
     ckpt = torch.load(run_dir / "model_2.pt", map_location="cpu", weights_only=False)
@@ -233,6 +234,10 @@ def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_r
     assert changed["ppo.learning_rate"] == [0.0003, 0.0123]
     assert changed["ppo.schedule"] == ["adaptive", "fixed"]
     assert changed["ppo.max_iterations"] == [2, 3]
+    assert "env.device" not in changed  # cpu, then auto resolving to cpu: the same device
+    assert [(s["device"], s["world_size"], s["num_envs_total"]) for s in info["segments"]] == [
+        ("cpu", 1, 4)
+    ] * 2
     assert info["segments"][1]["resumed_from"] == str(run_dir / "model_1.pt")
     assert sha(run_dir / "segments" / "1" / "config.yaml") == config0
     assert sha(run_dir / "segments" / "1" / "eval.json") == eval0

@@ -67,8 +67,19 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-SEGMENT_KEYS = ("started", "argv", "git_revision", "resumed_from", "start_iteration", "changed")
-"""What ``run_info.json`` records per segment (the first launch and each resume)."""
+SEGMENT_KEYS = (
+    "started",
+    "argv",
+    "git_revision",
+    "resumed_from",
+    "start_iteration",
+    "changed",
+    "device",
+    "world_size",
+    "num_envs_total",
+)
+"""What ``run_info.json`` records per segment (the first launch and each resume: a run trained by two
+torchrun processes and resumed by one keeps both worlds counts)."""
 
 
 def write_run_record(run_dir: Path, started: str | None = None, **fields) -> dict:
