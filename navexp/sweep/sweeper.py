@@ -11,8 +11,9 @@ Hydra instantiates it for ``hydra/sweeper=optuna`` (hydra_plugins/navexp_sweeper
   only when failed/finished passes ``max_failure_rate``;
 - ``n_trials`` is the number of finished trials the study should reach, so re-running the same command
   continues the study and only adds what is missing;
-- a study keeps one setup: the fixed overrides and trial size of the sweep that started it (neutral keys
-  aside); a sweep of another setup or other objectives is refused before any trial (``check_study_setup``);
+- a study keeps one setup: the fixed overrides, trial size and objectives of the sweep that started it
+  (neutral keys aside); a sweep of another setup is refused before any trial and before every batch
+  (``check_study_setup``);
 - workers share one study through its storage (navexp/sweep/parallel.py): heartbeats, trials of
   stopped workers failed with a reason and run again, trial dirs ``<sweep dir>/trial_<n>``, and an
   admission lock so that workers never overshoot ``n_trials``;
@@ -78,9 +79,9 @@ NEUTRAL_KEYS = ("logger", "experiment_name", "env.device")
 names, and the device (each worker of one study may use its own GPU)."""
 
 SETUP_ATTR = "navexp_setup"
-"""The study's user attribute holding its setup: the fixed overrides (the neutral ones aside) and the
-trial size (``sweep.trial_overrides_cpu``/``_gpu`` where the command line does not set the key) of the
-sweep that started its first trial, to which every later sweep of the study must agree."""
+"""The study's user attribute holding its setup: the fixed overrides (the neutral ones aside), the trial
+size (``sweep.trial_overrides_cpu``/``_gpu`` where the command line does not set the key) and the
+``sweep.objectives`` of the sweep that started its first trial, to which every later sweep must agree."""
 
 
 def fixed_setup(fixed: dict[str, Any], config_keys: set[str]) -> dict[str, str]:
@@ -105,13 +106,13 @@ def check_study_setup(
     size_keys: set[str] = frozenset(),
 ) -> None:
     """Raise StudySetupError when ``study`` holds trials of another setup than ``setup`` (this sweep's:
-    its ``fixed`` overrides, see ``fixed_setup``, and its trial size). Called under the admission lock,
-    after stale trials were failed. A study with no trial that ran or runs (COMPLETE, PRUNED, RUNNING)
-    takes this sweep's setup (a first sweep stopped before any trial finished may be corrected). Otherwise
-    it is compared with the recorded setup (``SETUP_ATTR``) or, for a study from before navexp recorded
-    it, with the fixed overrides its navexp trials hold (user attributes of the trials with a
-    ``run_dir``). ``searched``: this sweep's searched keys, named as such in the message; ``size_keys``:
-    its trial-size keys, whose values come from ``sweep.trial_overrides_cpu``/``_gpu``."""
+    its ``fixed`` overrides, see ``fixed_setup``, its trial size and objectives). Called under the
+    admission lock, after stale trials were failed. A study with no trial that ran or runs (COMPLETE,
+    PRUNED, RUNNING) takes this sweep's setup (a first sweep stopped before any trial finished may be
+    corrected). Otherwise it is compared with the recorded setup (``SETUP_ATTR``) or, for a study from
+    before navexp recorded it, with the fixed overrides its navexp trials hold (user attributes of the
+    trials with a ``run_dir``). ``searched``: this sweep's searched keys, named as such in the message;
+    ``size_keys``: its trial-size keys, whose values come from ``sweep.trial_overrides_cpu``/``_gpu``."""
     ran = study.get_trials(
         deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
     )
