@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from navexp.analysis.compare import Comparison, compare, markdown, plot, write_table
+from navexp.analysis.compare import Comparison, check_table_path, compare, markdown, plot, write_table
 from navexp.experiment.cli import HELP_FLAGS, help_text, run_tool
 
 OPTIONS = {"by": None, "out": None, "eval": None, "entry": None}
@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> Comparison:
     dirs = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key in OPTIONS and value:
+        if sep and key in OPTIONS and not value:
+            raise ValueError(f"option {arg!r} has no value; usage: {USAGE}")
+        if sep and key in OPTIONS:
             opts[key] = value
         elif sep:
             raise ValueError(f"unknown option {arg!r}; options: by=, out=, eval=, entry=; usage: {USAGE}")
@@ -45,18 +47,31 @@ def main(argv: list[str] | None = None) -> Comparison:
         raise ValueError(f"give at least one directory of runs; usage: {USAGE}")
     by = [k for k in opts.get("by", "").split(",") if k] or None
     evaluation = opts.get("eval", "eval.json")
+    if "out" in opts:
+        check_table_path(Path(opts["out"]))
     result = compare(dirs, by, evaluation, opts.get("entry"))
     if result.rows:
         print(markdown(result.rows))
-    else:
-        print(f"no finished runs (none has {evaluation})")
     for path in result.unfinished:
         print(f"unfinished (no {evaluation}): {path}")
+    if not result.rows:
+        message = f"no finished runs: none has {evaluation}{_other_evaluations(result.unfinished)}"
+        if "out" in opts:  # a table asked for and none to write: an error, the old file left as it was
+            raise FileNotFoundError(f"{message}; {opts['out']} not written")
+        print(message)
     if "out" in opts and result.rows:
         out = write_table(result.rows, Path(opts["out"]))
         files = plot(result, out.with_suffix(""))
         print(f"[navexp] wrote {out}, " + ", ".join(str(f) for f in files))
     return result
+
+
+def _other_evaluations(runs: list[Path]) -> str:
+    """The evaluation files the runs do have, for a glob that matched none of them."""
+    names = sorted({p.name for run in runs for p in run.glob("eval*.json")})
+    if not names:
+        return ""
+    return f" (the runs' evaluation files: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''})"
 
 
 def cli() -> None:

@@ -6,8 +6,9 @@
 #
 #   bash scripts/learning_seeds.sh OUT_DIR [training overrides for every run ...]
 #
-# Environment: SEEDS (default "1 2 3"); RECIPES, one recipe per word, each a comma-separated list of
-# overrides (default "ppo.model=mlp ppo.model=rnn": the MLP against the GRU); PARALLEL, trainings at
+# Environment: SEEDS (default "1 2 3", each once); RECIPES, one recipe per word, each a comma-separated
+# list of overrides (commas inside [...] or {...} belong to a value: ppo.actor_hidden_dims=[64,64]; default
+# "ppo.model=mlp ppo.model=rnn": the MLP against the GRU); PARALLEL, trainings at
 # once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
 # several fit). Example, the trap recipe (README; BENCHMARKS.md, "The run's policy as the average of its
 # last checkpoints"):
@@ -16,11 +17,12 @@
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
 # OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;
 # OUT_DIR/entries.md: every entry of the three suites alone (navexp.compare entry=NAME).
-# A seed whose run directory already holds a finished run (eval.json) is not trained again: only its
-# missing suite=ood / suite=default evaluations run, so a batch that stopped part-way completes with
-# the same command. A directory with an unfinished run is left alone and reported (resume it with
-# `python -m navexp.train resume=DIR`, or remove it). Logs are appended to. The tables are written
-# in any case; the script exits 1 when any seed failed, 2 on bad arguments.
+# A seed whose run directory already holds a finished run (eval.json) of the same overrides is not
+# trained again: only its missing suite=ood / suite=default evaluations run, so a batch that stopped
+# part-way completes with the same command. A finished run of other overrides (the same OUT_DIR with
+# other training overrides) and a directory with an unfinished run are left alone and reported (resume
+# the latter with `python -m navexp.train resume=DIR`, or remove it). Logs are appended to. The tables
+# are written in any case; the script exits 1 when any seed or table failed, 2 on bad arguments.
 set -uo pipefail
 set -f  # the words of SEEDS and RECIPES are never file patterns
 bad() { echo "learning_seeds: $*" >&2; exit 2; }
@@ -31,29 +33,73 @@ recipes=${RECIPES-ppo.model=mlp ppo.model=rnn}
 parallel=${PARALLEL:-1}
 py=${PYTHON:-python}
 [ -n "${seeds//[[:space:]]/}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""
+declare -A given=()
 for s in $seeds; do
   [[ $s =~ ^[0-9]+$ ]] || bad "SEEDS holds '$s'; allowed: integers >= 0 separated by spaces"
+  n=$((10#$s))  # 01 is seed 1
+  [ -z "${given[s$n]:-}" ] || bad "SEEDS holds seed $n twice ('${given[s$n]}' and '$s'); give each seed once"
+  given[s$n]=$s
 done
+seeds=$(for s in $seeds; do echo $((10#$s)); done)
 [ -n "${recipes//[[:space:]]/}" ] || bad "RECIPES is empty; give one recipe per word, e.g. RECIPES=recipe=traps"
+for recipe in $recipes; do
+  name=${recipe//[^A-Za-z0-9_.-]/_}
+  [ -z "${given[r$name]:-}" ] || bad "RECIPES '${given[r$name]}' and '$recipe' share the folder $name; give each recipe once"
+  given[r$name]=$recipe
+done
 [[ $parallel =~ ^[1-9][0-9]*$ ]] || bad "PARALLEL=$parallel; allowed: an integer >= 1"
-mkdir -p "$out"
+[ ! -e "$out" ] || [ -d "$out" ] || bad "OUT_DIR $out exists and is not a directory"
+mkdir -p "$out" || bad "OUT_DIR $out cannot be made"
+
+overrides() {  # a recipe's overrides, one per line: split at the commas outside [...], {...} and (...)
+  local s=$1 depth=0 word="" c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in
+      "[" | "{" | "(") depth=$((depth + 1)) ;;
+      "]" | "}" | ")") depth=$((depth - 1)) ;;
+    esac
+    if [ "$c" = , ] && [ "$depth" -eq 0 ]; then
+      printf '%s\n' "$word"
+      word=""
+    else
+      word+=$c
+    fi
+  done
+  printf '%s\n' "$word"
+}
+
+same_run() {  # dir override...: the run's first launch had these overrides (any order); no record: yes
+  local record="$1/.hydra/overrides.yaml"
+  shift
+  [ -f "$record" ] || return 0
+  $py -c 'import sys, yaml
+had = sorted(yaml.safe_load(open(sys.argv[1])) or [])
+if had != sorted(sys.argv[2:]):
+    print(f"its overrides {had}, this launch gives {sorted(sys.argv[2:])}")
+    sys.exit(1)' "$record" "$@"
+}
 
 one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood and suite=default
-  local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_} rc=0 suite
-  local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log"
+  local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_} rc=0 suite differ
+  local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log" args
+  mapfile -t args < <(overrides "$recipe")
+  args=(eval.suite=families "${extra[@]}" "${args[@]}" seed="$seed")
   mkdir -p "$out/$name"
   rm -f "$dir.failed"
   echo "[learning_seeds] $(date '+%F %T') $recipe seed $seed" >>"$log"
-  if [ -f "$dir/eval.json" ]; then
+  if [ -f "$dir/eval.json" ] && ! differ=$(same_run "$dir" "${args[@]}"); then
+    echo "[learning_seeds] $dir is a finished run of other overrides ($differ): use another OUT_DIR, or remove it" |
+      tee -a "$log" >&2
+    rc=1
+  elif [ -f "$dir/eval.json" ]; then
     echo "[learning_seeds] $dir is a finished run: not trained again" >>"$log"
   elif [ -e "$dir" ]; then
     echo "[learning_seeds] $dir holds an unfinished run: resume it (python -m navexp.train resume=$dir) or remove it" |
       tee -a "$log" >&2
     rc=1
   else
-    # shellcheck disable=SC2086
-    $py -m navexp.train eval.suite=families "${extra[@]}" ${recipe//,/ } seed="$seed" hydra.run.dir="$dir" \
-      >>"$log" 2>&1 || rc=$?
+    $py -m navexp.train "${args[@]}" hydra.run.dir="$dir" >>"$log" 2>&1 || rc=$?
   fi
   for suite in ood default; do
     [ "$rc" -eq 0 ] || break
@@ -74,9 +120,10 @@ for recipe in $recipes; do
   done
 done
 wait
-$py -m navexp.compare "$out" out="$out/families.md"
-$py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md"
-$py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.md"
+tables=""  # the tables navexp.compare could not write (its error above)
+$py -m navexp.compare "$out" out="$out/families.md" || tables="$tables families.md"
+$py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md" || tables="$tables ood.md"
+$py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.md" || tables="$tables default.md"
 : >"$out/entries.md"
 for suite in families ood default; do
   glob="eval_*suite-$suite*.json"
@@ -89,8 +136,10 @@ for suite in families ood default; do
   fi
   for entry in $($py -c 'import json, sys; print(*json.load(open(sys.argv[1]))["entries"])' "$first"); do
     printf '\n## %s: %s\n\n' "$suite" "$entry" >>"$out/entries.md"
-    $py -m navexp.compare "$out" eval="$glob" entry="$entry" >>"$out/entries.md" ||
+    if ! $py -m navexp.compare "$out" eval="$glob" entry="$entry" >>"$out/entries.md"; then
       echo "(navexp.compare failed: see its error above)" >>"$out/entries.md"
+      tables="$tables entries.md($suite:$entry)"
+    fi
   done
 done
 echo "[learning_seeds] wrote $out/entries.md"
@@ -101,7 +150,6 @@ for recipe in $recipes; do  # this launch's seeds only
     [ -e "$dir.failed" ] && failed="$failed $dir"
   done
 done
-if [ -n "$failed" ]; then
-  echo "[learning_seeds] failed (see each seed's .log):$failed" >&2
-  exit 1
-fi
+[ -z "$failed" ] || echo "[learning_seeds] failed (see each seed's .log):$failed" >&2
+[ -z "$tables" ] || echo "[learning_seeds] tables not written or incomplete (navexp.compare's errors above):$tables" >&2
+[ -z "$failed$tables" ] || exit 1

@@ -251,3 +251,72 @@ def test_by_values_are_written_as_they_read(tmp_path):
     (tmp_path / "runs" / "a1" / "config.yaml").write_text(yaml.safe_dump(cfg))
     rows = compare.main([str(tmp_path / "runs"), "by=recipe"]).rows
     assert sorted((r["recipe"], r["n_runs"]) for r in rows) == [("1", 1), ("1", 1)]
+
+
+def test_each_run_counts_once_however_the_folders_overlap(tree):
+    """The tree, then one of its runs again (and the tree by another spelling): clip 0.1 still has its 4
+    runs and mean 0.70, not 5 runs (a1 twice: (0.8+0.8+0.9+0.5+0.6)/5 = 0.72)."""
+    spelled = tree.parent / "." / tree.name
+    result = compare.main([str(tree), str(tree / "a1"), str(spelled)])
+    rows = {r["ppo.clip_param"]: r for r in result.rows}
+    assert rows["0.1"]["n_runs"] == 4 and rows["0.1"]["success_rate_mean"] == pytest.approx(0.70)
+    assert result.unfinished == [tree / "b3"]
+
+
+def test_a_run_in_a_folder_named_wandb_is_a_run_and_the_logger_splits_no_group(tmp_path):
+    """experiment_name=wandb puts runs in outputs/wandb/<time>/: they are runs (only W&B's folder inside a
+    run is not). A run logged with logger=tensorboard groups with the others (logger is neutral)."""
+    make_run(tmp_path / "outputs" / "wandb", "t1", "0.1", 1, 0.80)
+    run = make_run(tmp_path / "outputs" / "wandb", "t2", "0.1", 2, 0.60)
+    overrides = yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) + ["logger=tensorboard"]
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (row,) = compare.main([str(tmp_path / "outputs")]).rows
+    assert row["n_runs"] == 2 and row["success_rate_mean"] == pytest.approx(0.70)
+
+
+def test_no_finished_run_for_a_table_is_an_error_that_keeps_the_old_table(tree, tmp_path):
+    """eval= matching no run's file with out=: an error naming the files the runs do have; the table
+    written before is left as it was."""
+    table = tmp_path / "table.csv"
+    compare.main([str(tree), f"out={table}"])
+    before = table.read_bytes()
+    with pytest.raises(
+        FileNotFoundError, match=r"none has eval_\*ood\*\.json \(the runs' evaluation files: eval\.json\)"
+    ):
+        compare.main([str(tree), "eval=eval_*ood*.json", f"out={table}"])
+    assert table.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("out={tree}", "is a directory"),
+        ("out={tree}/t.txt", "give a .csv or .md file"),
+        ("out={tree}/a1/eval.json/t.csv", "its folder cannot be made"),
+        ("eval=/tmp/x.json", "give a file name pattern inside each run directory, not a path"),
+        ("by=", "option 'by=' has no value"),
+    ],
+)
+def test_bad_options_are_named_before_any_run_is_read(tree, arg, message):
+    with pytest.raises(ValueError, match=message):
+        compare.main([str(tree), arg.format(tree=tree)])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"success_rate": 0.5', "cannot be read as an evaluation"),
+        ('{"spl": 0.5}', "is not an evaluation of navexp.train or navexp.evaluate"),
+        ("[1, 2]", "is not an evaluation of navexp.train or navexp.evaluate"),
+    ],
+)
+def test_a_broken_evaluation_file_is_named(tree, content, message):
+    (tree / "a1" / "eval.json").write_text(content)
+    with pytest.raises(ValueError, match=f"{tree / 'a1' / 'eval.json'}.*{message}"):
+        compare.main([str(tree)])
+
+
+def test_a_broken_run_config_is_named(tree):
+    (tree / "a2" / "config.yaml").write_text("ppo: [unclosed\n")
+    with pytest.raises(ValueError, match=f"{tree / 'a2' / 'config.yaml'} cannot be read as a run's config"):
+        compare.main([str(tree)])

@@ -15,8 +15,9 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "learning_seeds.sh"
 
 STUB = f"""\
 #!{sys.executable}
-# Stands in for python: navexp.train makes the run dir and its eval.json (seed=13 fails),
-# navexp.evaluate writes its suite file, navexp.compare prints a line; every call is recorded.
+# Stands in for python: navexp.train makes the run dir, Hydra's record of its overrides and its
+# eval.json (seed=13 fails), navexp.evaluate writes its suite file, navexp.compare does nothing (fails
+# with COMPARE_FAILS set); every call is recorded.
 import json, os, pathlib, subprocess, sys
 args = sys.argv[1:]
 with open(os.environ["CALLS"], "a") as f:
@@ -27,18 +28,22 @@ opts = dict(a.split("=", 1) for a in args[2:] if "=" in a)
 if args[1] == "navexp.train":
     if opts["seed"] == "13":
         print("Error: boom"); sys.exit(1)
-    d = pathlib.Path(opts["hydra.run.dir"]); d.mkdir(parents=True)
+    d = pathlib.Path(opts["hydra.run.dir"]); (d / ".hydra").mkdir(parents=True)
     (d / "config.yaml").write_text("seed: 1\\n")
+    given = [a for a in args[2:] if not a.startswith("hydra.")]
+    (d / ".hydra" / "overrides.yaml").write_text("".join(f"- {{a}}\\n" for a in given))
     (d / "eval.json").write_text(json.dumps({{"success_rate": 1.0, "entries": {{"random": {{}}}}}}))
     print("[navexp] it 1/1")
 elif args[1] == "navexp.evaluate":
     d = pathlib.Path(opts["checkpoint"])
     ev = json.dumps({{"entries": {{"x": {{}}}}}})
     (d / f"eval_model_0_run_0_suite-{{opts['suite']}}.json").write_text(ev)
+elif args[1] == "navexp.compare" and os.environ.get("COMPARE_FAILS"):
+    print("error: no finished runs", file=sys.stderr); sys.exit(2)
 """
 
 
-def launch(tmp_path: Path, out: Path, **env: str) -> subprocess.CompletedProcess:
+def launch(tmp_path: Path, out: Path, *overrides: str, **env: str) -> subprocess.CompletedProcess:
     stub = tmp_path / "python"
     stub.write_text(STUB)
     stub.chmod(0o755)
@@ -50,7 +55,7 @@ def launch(tmp_path: Path, out: Path, **env: str) -> subprocess.CompletedProcess
         **env,
     }
     return subprocess.run(
-        ["bash", str(SCRIPT), str(out)], env=full, capture_output=True, text=True, timeout=60
+        ["bash", str(SCRIPT), str(out), *overrides], env=full, capture_output=True, text=True, timeout=60
     )
 
 
@@ -70,6 +75,8 @@ def calls(tmp_path: Path, tool: str) -> list[str]:
         ({"SEEDS": "\t\n"}, "SEEDS is empty"),
         ({"SEEDS": "*"}, "SEEDS holds '*'"),
         ({"RECIPES": " "}, "RECIPES is empty"),
+        ({"SEEDS": "1 2 01"}, "SEEDS holds seed 1 twice ('1' and '01'); give each seed once"),
+        ({"RECIPES": "a=1 a=1"}, "RECIPES 'a=1' and 'a=1' share the folder a_1; give each recipe once"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, env, message):
@@ -117,3 +124,44 @@ def test_a_second_launch_completes_only_what_is_missing_and_a_failure_is_the_exi
 def test_the_usage_is_printed_without_an_output_dir():
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "usage: learning_seeds.sh OUT_DIR" in result.stderr
+
+
+def test_a_finished_run_of_other_overrides_is_reported_not_reused(tmp_path):
+    """The same OUT_DIR relaunched with another training override: seed 1's finished run is not counted
+    as the new setup's; the script names both override lists and exits 1, training nothing."""
+    out = tmp_path / "out"
+    assert launch(tmp_path, out, SEEDS="1").returncode == 0
+    (tmp_path / "calls").unlink()
+    again = launch(tmp_path, out, "ppo.max_iterations=6", SEEDS="1")
+    assert again.returncode == 1
+    assert (
+        "is a finished run of other overrides (its overrides ['eval.suite=families', 'ppo.model=mlp', "
+        in again.stderr
+    )
+    assert "'ppo.max_iterations=6'" in again.stderr and "use another OUT_DIR, or remove it" in again.stderr
+    assert not calls(tmp_path, "train")
+
+
+def test_a_recipe_value_with_commas_stays_one_override(tmp_path):
+    launch(tmp_path, tmp_path / "out", SEEDS="1", RECIPES="ppo.actor_hidden_dims=[64,64],ppo.model=mlp")
+    (train,) = calls(tmp_path, "train")
+    assert " ppo.actor_hidden_dims=[64,64] ppo.model=mlp seed=1 " in train
+
+
+def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "out").write_text("hi")
+    result = launch(tmp_path, tmp_path / "out", SEEDS="1")
+    assert (
+        result.returncode == 2
+        and f"OUT_DIR {tmp_path / 'out'} exists and is not a directory" in result.stderr
+    )
+    assert not (tmp_path / "calls").exists()
+
+
+def test_a_table_that_cannot_be_written_is_the_exit_status(tmp_path):
+    result = launch(tmp_path, tmp_path / "out", SEEDS="1", COMPARE_FAILS="1")
+    assert result.returncode == 1
+    assert (
+        "tables not written or incomplete (navexp.compare's errors above): families.md ood.md default.md"
+        in (result.stderr)
+    )

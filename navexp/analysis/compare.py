@@ -19,8 +19,10 @@ not used: it imports only with pandas < 3 here.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -47,7 +49,17 @@ COLUMNS = (
     "success_rate_ci95_high",
     "success_rate_iqm",
 )
-IGNORED = ("seed", "hydra.", "hydra/", "resume", "experiment_name", "sweep.", "logger.", "env.device")
+IGNORED = (
+    "seed",
+    "hydra.",
+    "hydra/",
+    "resume",
+    "experiment_name",
+    "sweep.",
+    "logger=",
+    "logger.",
+    "env.device",
+)
 """Overrides that never tell groups apart: the seed, Hydra's own settings, where a run lives and logs,
 what a sweeper adds to each trial (its id, number, study, W&B name) and the device it ran on."""
 
@@ -76,23 +88,66 @@ class Group:
 def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run]:
     """Every run directory (holding config.yaml) under ``dirs``, in path order, with the metrics of
     its ``evaluation`` file: ``eval.json`` (the final evaluation), or a glob in the run directory such as
-    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (several matches: ``evaluation_file``)."""
-    runs = []
+    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (several matches: ``evaluation_file``).
+    Each run counts once however the folders overlap (the same folder twice, a run and its parent)."""
+    check_evaluation_glob(evaluation)
+    runs, seen = [], set()
     for d in dirs:
         root = Path(d)
         if not root.exists():
             raise FileNotFoundError(f"{root}: no such directory")
-        configs = sorted(
-            p
-            for p in root.rglob("config.yaml")
-            if not {".hydra", "wandb"} & set(p.relative_to(root).parts) and not _earlier_segment(p.parent)
-        )
+        configs = sorted(p for p in root.rglob("config.yaml") if ".hydra" not in p.relative_to(root).parts)
         for cfg_path in configs:
             run_dir = cfg_path.parent
+            if run_dir.resolve() in seen or _inside_run(run_dir, root):
+                continue  # a folder given twice, or inside another: each run counts once
+            seen.add(run_dir.resolve())
             path = evaluation_file(run_dir, evaluation)
-            metrics = json.loads(path.read_text()) if path is not None else None
-            runs.append(Run(run_dir, _overrides(run_dir), OmegaConf.load(cfg_path), metrics, path))
+            metrics = read_evaluation(path) if path is not None else None
+            runs.append(Run(run_dir, _overrides(run_dir), _load_config(cfg_path), metrics, path))
     return runs
+
+
+def check_evaluation_glob(pattern: str) -> None:
+    """``eval=`` is a file name pattern inside each run directory, not a path."""
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts or "/" in pattern:
+        raise ValueError(
+            f"eval={pattern!r}: give a file name pattern inside each run directory, not a path "
+            f"(eval.json, or eval='eval_*suite-ood*.json' for navexp.evaluate ... suite=ood)"
+        )
+
+
+def read_evaluation(path: Path) -> dict:
+    """An evaluation file's figures: a JSON object with ``success_rate``, else one error naming the file."""
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} cannot be read as an evaluation (JSON): {e}") from None
+    if not isinstance(metrics, dict) or "success_rate" not in metrics:
+        raise ValueError(
+            f"{path} is not an evaluation of navexp.train or navexp.evaluate (no success_rate); remove it, "
+            f"or choose other files with eval=GLOB"
+        )
+    return metrics
+
+
+def _load_config(path: Path) -> Any:
+    try:
+        return OmegaConf.load(path)
+    except (OSError, yaml.YAMLError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{path} cannot be read as a run's config: {first}") from None
+
+
+def _inside_run(d: Path, root: Path) -> bool:
+    """A config.yaml below another run's directory (at or below ``root``) is that run's, not a run: an
+    earlier segment (``<run>/segments/<k>/``, also when ``root`` is the segments folder) or W&B's copy
+    (``<run>/wandb/.../files/config.yaml``)."""
+    if d.parent.name == "segments" and (d.parent.parent / "config.yaml").is_file():
+        return True
+    rel = d.relative_to(root).parts
+    above = [root.joinpath(*rel[:i]) for i in range(len(rel))]  # root, then each folder down to d's parent
+    return any((folder / "config.yaml").is_file() for folder in above)
 
 
 def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
@@ -125,11 +180,6 @@ def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
             file=sys.stderr,
         )
     return best
-
-
-def _earlier_segment(d: Path) -> bool:
-    """``<run>/segments/<k>/``: a resumed run's earlier segment (its config and evaluation), not a run."""
-    return d.parent.name == "segments" and (d.parent.parent / "config.yaml").is_file()
 
 
 def _overrides(run_dir: Path) -> list[str]:
@@ -312,16 +362,36 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def check_table_path(out: Path) -> None:
+    """``out=`` can be written: a ``.csv`` or ``.md`` file in a folder that exists or can be made and is
+    writable (checked before any run is read, so a bad path costs nothing and replaces nothing)."""
+    if out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a directory; give a .csv or .md file")
+    if out.suffix not in (".csv", ".md"):
+        raise ValueError(f"out={str(out)!r}: give a .csv or .md file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"out={str(out)!r}: its folder cannot be made ({e.strerror})") from None
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"out={str(out)!r} is not writable")
+
+
 def write_table(rows: list[dict], out: Path) -> Path:
     """``out`` as CSV (the column names of ``columns``) or, for ``.md``, Markdown."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_table_path(out)
     if out.suffix == ".md":
-        out.write_text(markdown(rows) + "\n")
-        return out
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns(rows))
+        text = markdown(rows) + "\n"
+    else:
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, fieldnames=columns(rows))
         writer.writeheader()
         writer.writerows(rows)
+        text = buffer.getvalue()
+    try:
+        out.write_text(text)
+    except OSError as e:
+        raise ValueError(f"out={str(out)!r} cannot be written: {e.strerror}") from None
     return out
 
 
