@@ -68,14 +68,23 @@ from navexp.task.env import NavEnv
 register_configs()
 
 
-def _logger_cfg(cfg: DictConfig, run_dir: Path, run_id: str | None) -> str | dict:
+def _logger_cfg(
+    cfg: DictConfig, run_dir: Path, run_id: str | None, first_step: int | None = None
+) -> str | dict:
     """rsl_rl's logger entry: TensorBoard, or navexp's W&B writer; a sweep trial's run is marked as one
-    (``job_type="trial"``, tags, and ``config.optuna``: what was searched)."""
+    (``job_type="trial"``, tags, and ``config.optuna``: what was searched). A resume's writer hides the
+    run's events from ``first_step`` on (TensorBoard's ``purge_step``): what an earlier segment logged
+    after the checkpoint it continues (a run killed past its last save, a branch from an earlier
+    checkpoint) leaves the curves, which the resumed segment draws again."""
     lg = cfg.logger
     if lg.type == "tensorboard":
-        return "tensorboard"
-    if lg.type != "wandb":
-        raise ValueError(f"logger.type={lg.type!r} is invalid; allowed: tensorboard | wandb")
+        if first_step is None:
+            return "tensorboard"
+        return {
+            "class_name": "torch.utils.tensorboard:SummaryWriter",
+            "flush_secs": 10,
+            "purge_step": first_step,
+        }
     config = OmegaConf.to_container(cfg, resolve=True)
     tags, job_type = list(lg.tags), "train"
     optuna_record = trial_record(cfg)
@@ -95,6 +104,7 @@ def _logger_cfg(cfg: DictConfig, run_dir: Path, run_id: str | None) -> str | dic
         "run_id": run_id,
         "config": config,
         "job_type": job_type,
+        "purge_step": first_step,
     }
 
 
@@ -299,7 +309,8 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
         # Chosen now and recorded in run_info.json below, so a run stopped before its end still
         # resumes into the same W&B run (the writer itself only starts inside rsl_rl's learn()).
         start.wandb_id = uuid.uuid4().hex[:8]
-    train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id)
+    first_step = None if start.ckpt is None else int(start.ckpt["iter"]) + 1  # the resumed segment's first
+    train_cfg["logger"] = _logger_cfg(cfg, start.run_dir, start.wandb_id, first_step)
     if start.ckpt is not None:
         stored = stored_config(start.ckpt)
         start.changed = flat_changes(stored, OmegaConf.to_container(cfg, resolve=True))
@@ -411,6 +422,8 @@ def _learn(cfg: DictConfig, runner: NavRunner, start: Start, ctx: DistContext) -
             if remaining > 0:
                 random_len = bool(cfg.ppo.init_at_random_ep_len) and start.ckpt is None
                 runner.learn(remaining, init_at_random_ep_len=random_len)
+            else:  # nothing left to train (a resume after an interrupted final evaluation): the writer
+                runner.logger.init_logging_writer()  # that learn() would start logs the evaluation
     except distributed.TimeBudgetReached as e:
         if ctx.is_main:
             path = runner.save_last_good()
@@ -691,7 +704,15 @@ def cli() -> None:
     """``python -m navexp.train`` and the console script ``navexp-train`` (Hydra's options and shell
     completion included: ``navexp-train --help``, ``navexp-train -sc install=bash``)."""
     sys.argv = app_argv(sys.argv)
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        # Ctrl-C or SIGTERM: the run has said what it saved and how to continue (`resume=`); a traceback
+        # would bury that line. The exit status is the shell's for the signal (130, or 143 for SIGTERM).
+        if os.environ.get("NAVEXP_TRACEBACK") == "1":
+            raise
+        signum = int(str(e).removeprefix("signal ")) if str(e).startswith("signal ") else signal.SIGINT
+        raise SystemExit(128 + signum) from None
 
 
 if __name__ == "__main__":

@@ -140,6 +140,14 @@ def test_the_guard_holds_its_claim_until_the_launch_ends(tmp_path):
             ["curriculum=success", "curriculum.promote_above=1.5"],
             r"^Error: curriculum config: curriculum.promote_above=1.5",
         ),
+        (  # a typo in the W&B mode: before, a traceback after config.yaml and train.log were written
+            ["logger=wandb", "logger.mode=onlin"],
+            r"^Error: logger config: logger.mode='onlin' is invalid; allowed: offline \| online \| disabled$",
+        ),
+        (
+            ["logger.type=foo"],
+            r"^Error: logger config: logger.type='foo' is invalid; allowed: tensorboard \| wandb$",
+        ),
     ],
 )
 def test_the_guard_refuses_a_bad_config_before_any_directory(tmp_path, overrides, message):
@@ -248,7 +256,8 @@ def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_r
 @pytest.mark.e2e
 def test_sigterm_during_the_final_evaluation_says_what_survived(tmp_path):
     """SIGTERM once the final evaluation has started: a message naming the saved checkpoint and how to
-    evaluate it; no eval.json; the final checkpoint is there."""
+    evaluate it, no traceback, exit status 143 (128 + SIGTERM); no eval.json; the final checkpoint is
+    there."""
     proc = app(tmp_path, *TINY, *NO_MEDIA, "eval.num_episodes=100000", "size=none", "hydra.run.dir=run")
     lines = []
     for line in proc.stdout:
@@ -258,7 +267,7 @@ def test_sigterm_during_the_final_evaluation_says_what_survived(tmp_path):
     proc.wait(timeout=120)
     out = "".join(lines)
     run_dir = tmp_path / "run"
-    assert proc.returncode != 0
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in out, out[-2000:]  # its message only
     assert (
         f"[navexp] interrupted during the final evaluation: training finished and is saved in "
         f"{run_dir / 'model_1.pt'}; eval.json was not written" in out
@@ -352,3 +361,19 @@ def test_a_resume_repeats_the_runs_latest_overrides_and_the_command_line_wins(tm
     assert compose_config(inherited).env.episode_length_s == 40.0  # env=traps: 40 s episodes
     (run_dir / ".hydra" / stamp / "overrides.yaml").unlink()
     assert resume_overrides_argv(argv) == ["train.py", "env=room", "seed=7", *argv[1:]]
+
+
+def test_a_resume_with_nothing_left_to_train_logs_its_evaluation(tmp_path):
+    """The way back from an interrupted final evaluation: a run trained to ppo.max_iterations without
+    its evaluation, resumed with nothing left to train, writes eval.json and logs the evaluation to
+    TensorBoard too (before, no writer was started: eval.json only)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    run(compose_config(RUN), run_dir, RUN, quiet=True)
+    again = [*RUN, "eval.enabled=true", "eval.num_episodes=2", f"resume={run_dir}"]
+    run(compose_config(again), run_dir, again, quiet=True)
+    success = json.loads((run_dir / "eval.json").read_text())["success_rate"]
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [e.value for e in events.Scalars("Eval/success_rate")] == [pytest.approx(success)]

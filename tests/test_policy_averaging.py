@@ -12,6 +12,7 @@ import pytest
 import torch
 from conftest import NO_MEDIA, TINY
 from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from navexp import compose_config
 from navexp.learn.checkpoint import (
@@ -146,7 +147,8 @@ def test_a_resume_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path
     """A run of iterations 0-2 (model_2_avg2.pt its policy) resumed from model_0.pt to 2 iterations: the
     branch it leaves (model_1.pt, model_2.pt, model_2_avg2.pt, an evaluation of its policy) moves byte
     for byte to segments/1/, so the new model_1.pt overwrites nothing and the run directory's policy is
-    the new branch's model_1_avg2.pt (the average of model_0 and the new model_1)."""
+    the new branch's model_1_avg2.pt (the average of model_0 and the new model_1). TensorBoard's reader
+    shows each iteration once, the branch's: steps 0 and 1, not the left branch's 1 and 2 beside it."""
     overrides = [*RUN, "ppo.average_checkpoints=2", "eval.enabled=false"]
     run_dir = tmp_path / "run"
     run(compose_config(overrides), run_dir, overrides, quiet=True)
@@ -170,6 +172,9 @@ def test_a_resume_from_an_earlier_checkpoint_moves_the_later_ones_aside(tmp_path
     assert (run_dir / "model_1.pt").read_bytes() != old["model_1.pt"]  # trained again from model_0
     assert resolve_policy(run_dir).name == "model_1_avg2.pt"
     assert load_checkpoint(run_dir / "model_1_avg2.pt")["infos"]["averaged_from"] == [0, 1]
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [e.step for e in events.Scalars("Loss/learning_rate")] == [0, 1]
 
 
 def test_a_policy_that_is_not_the_asked_average_says_so(tmp_path, capsys):
@@ -192,8 +197,9 @@ def test_a_policy_that_is_not_the_asked_average_says_so(tmp_path, capsys):
 
 def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
     """The Hydra callback checks the resume source before Hydra writes anything: an averaged policy, and
-    a run trained with recipe=traps (a GRU) resumed with recipe=none (an MLP), each end in one
-    `Error: ...` line naming the file, and the mismatch names both recipes."""
+    a run trained with recipe=traps (a GRU) resumed with recipe=none (an MLP), and a ppo.max_iterations
+    below the checkpoint's trained iterations each end in one `Error: ...` line naming the file, and the
+    mismatch names both recipes."""
     from navexp.experiment.rundir import RunDirGuard
 
     run_dir = tmp_path / "run"
@@ -220,6 +226,14 @@ def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
         match=r"^Error: .*holds a ppo.model='rnn' policy.*recipe=traps; this launch composes recipe=none\)",
     ):
         guard(f"resume={run_dir / 'model_2.pt'}", "recipe=none")
+    # A budget below what the checkpoint trained (iterations 0-2: 3): the run would record
+    # ppo.max_iterations=2 for a policy of 3 iterations.
+    with pytest.raises(
+        SystemExit,
+        match=r"^Error: ppo.max_iterations=2 is below the 3 iterations checkpoint .*model_2\.pt has trained; "
+        r"allowed: ppo.max_iterations >= 3 \(3: nothing more to train, only the final evaluation\)",
+    ):
+        guard(f"resume={run_dir / 'model_2.pt'}", "ppo.max_iterations=2")
     assert sorted(os.listdir(run_dir)) == before
 
 

@@ -245,3 +245,10 @@ def test_sweep_report_cli(tmp_path):
     assert "# Study `unit`" in text and "| 1 | COMPLETE |" in text
     with pytest.raises(FileNotFoundError, match="give a sweep directory"):
         sweep_report.main([str(tmp_path / "nothing_here")])
+    # A mistyped storage URL: refused, and no empty study file is left behind by the report.
+    with pytest.raises(FileNotFoundError, match=f"no such study file {tmp_path / 'studdy.db'}"):
+        sweep_report.main([f"sqlite:///{tmp_path / 'studdy.db'}"])
+    assert not (tmp_path / "studdy.db").exists()
+    (tmp_path / "garbage.db").write_text("not a database")
+    with pytest.raises(ConnectionError, match=r"garbage.db.* cannot be opened: file is not a database"):
+        sweep_report.main([str(tmp_path / "garbage.db")])

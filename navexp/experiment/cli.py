@@ -121,8 +121,9 @@ def parse_command_line(
     return CommandLine(values, rest)
 
 
-USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError)
-"""What bad input raises in navexp: a tool prints its message on one line instead of a traceback."""
+USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError, ConnectionError)
+"""What bad input raises in navexp: a tool prints its message on one line instead of a traceback
+(ConnectionError: a sweep storage that cannot be opened, named with its URL)."""
 
 
 def run_tool(main: Callable[[], object]) -> None:

@@ -67,6 +67,7 @@ def validate_run_cfg(cfg: Any) -> None:
     check_path_name("experiment_name", cfg.experiment_name)
     if cfg.sweep.study_name is not None:
         check_path_name("sweep.study_name", cfg.sweep.study_name)
+    _check_logger(cfg.logger)
     pruning = cfg.sweep.pruning
     if pruning.type not in PRUNERS:
         raise ValueError(
@@ -76,6 +77,19 @@ def validate_run_cfg(cfg: Any) -> None:
 
 PRUNERS = ("median", "percentile", "hyperband", "wilcoxon")
 """``sweep.pruning.type`` values (navexp/sweep/trial.py builds them; this module imports no optuna)."""
+
+
+LOGGERS = {"type": ("tensorboard", "wandb"), "mode": ("offline", "online", "disabled")}
+"""``logger.type`` and ``logger.mode`` values (the W&B writer checks its mode again, for the Python API)."""
+
+
+def _check_logger(lg: Any) -> None:
+    """A misspelled logger setting fails here, before Hydra's callback leaves a run directory behind."""
+    for key, allowed in LOGGERS.items():
+        if lg.get(key) is not None and lg[key] not in allowed:
+            raise ValueError(
+                f"logger config: logger.{key}={lg[key]!r} is invalid; allowed: {' | '.join(allowed)}"
+            )
 
 
 def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:

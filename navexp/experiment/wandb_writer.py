@@ -43,8 +43,9 @@ class WandbWriter(SummaryWriter, LogWriter):
         run_id: str | None = None,
         config: dict | None = None,
         job_type: str | None = None,
+        purge_step: int | None = None,
     ) -> None:
-        super().__init__(log_dir, flush_secs=10)
+        super().__init__(log_dir, flush_secs=10, purge_step=purge_step)
         self.run = None
         self._step: int | None = None
         """The iteration of the latest per-iteration scalar (W&B's step)."""

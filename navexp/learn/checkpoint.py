@@ -241,9 +241,17 @@ def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None)
 
 def check_resume_source(ckpt: dict, cfg) -> None:
     """What a resume needs of its checkpoint, checked before anything is built or written: a training
-    state (not an averaged policy) of this config's ``ppo.model``; a mismatch names the run's recipe
-    when this launch composes another one."""
+    state (not an averaged policy) of this config's ``ppo.model``, no further on than ``ppo.max_iterations``
+    (else the run would record a budget below what its policy trained); a model mismatch names the run's
+    recipe when this launch composes another one."""
     check_not_averaged(ckpt)
+    trained = int(ckpt.get("iter", -1)) + 1
+    if int(cfg.ppo.max_iterations) < trained:
+        raise ValueError(
+            f"ppo.max_iterations={cfg.ppo.max_iterations} is below the {trained} iterations checkpoint "
+            f"{ckpt.get('_path')} has trained; allowed: ppo.max_iterations >= {trained} ({trained}: nothing "
+            f"more to train, only the final evaluation), or resume from an earlier checkpoint"
+        )
     try:
         check_model(ckpt, str(cfg.ppo.model))
     except ValueError as e:

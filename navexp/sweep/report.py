@@ -293,6 +293,9 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
         url = f"{JOURNAL}{p.resolve()}"
     elif "://" in target or target.startswith(JOURNAL):
         url = target
+        file = target.removeprefix("sqlite:///").removeprefix(JOURNAL)
+        if file != target and file != ":memory:" and not Path(file).is_file():  # a report creates no storage
+            raise FileNotFoundError(f"{target}: no such study file {file}")
     else:
         raise FileNotFoundError(
             f"{target}: give a sweep directory (with study.json), a study .db or journal .log file, "
