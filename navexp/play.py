@@ -22,6 +22,7 @@ from navexp.analysis.rollout import EvalRun, evaluate
 from navexp.analysis.video import write_episode_video
 from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
+from navexp.experiment.suites import check_scenario_episodes
 from navexp.learn.checkpoint import load_policy
 
 OPTIONS = {
@@ -75,23 +76,42 @@ def video_options(opts: dict[str, str]) -> dict | None:
     return None if fmt is None else {"format": fmt, **settings}
 
 
+def check_play_folder(out: Path, run_dir: Path) -> None:
+    """Before any episode: ``out`` is a folder a play may fill (it replaces the figures of an earlier
+    play there), not the run directory or its ``plots/`` (the training's final-evaluation figures)."""
+    if out.resolve() in (run_dir.resolve(), (run_dir / "plots").resolve()):
+        raise ValueError(
+            f"out={str(out)!r} holds the run's own files (the training's evaluation figures), which a play "
+            f"would replace; allowed: a folder of its own (default {run_dir / 'play'})"
+        )
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; give a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"out={str(out)!r} cannot be made: {e.strerror}") from None
+
+
 def main(argv: list[str] | None = None) -> dict:
     """CLI: replay ``episodes`` held-out episodes of a checkpoint; write plots, metrics and trajectories."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_command_line(argv, OPTIONS, USAGE, ("checkpoint",), about=__doc__)
     opts, overrides = args.options, args.overrides
     episodes_n = _number(opts, "episodes", int, 1)
+    beam_every = _number(opts, "beam_every", int, 1)
     video = video_options(opts)
     ckpt = load_policy(opts["checkpoint"])
     cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
+    check_scenario_episodes(cfg, "episodes")
+    out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
+    check_play_folder(out, Path(ckpt["_path"]).parent)
     ev = EvalRun.build(ckpt, cfg)
     metrics, episodes = evaluate(ev.actor, ev.env, episodes_n, record=True)
     metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
-    out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     info = scene_info(ev.env)
     for old in out.glob("episodes.*"):  # an earlier play's video: this play writes its own, or none
         old.unlink()
-    files = write_plots(episodes, info, out, int(opts["beam_every"]))
+    files = write_plots(episodes, info, out, beam_every)
     save_trajectories(episodes, info, out / "trajectories.npz")
     if video is not None:
         files.append(write_episode_video(episodes, info, out, video))

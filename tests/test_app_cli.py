@@ -144,3 +144,23 @@ def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
     assert cfg.env.robot.name == "holonomic"
     assert cfg.env.num_envs == 12 and cfg.env.lidar.range_noise_std_m == 0.03
     assert cfg.env.lidar.jitter_deg == 1.0
+
+
+def test_another_env_on_a_stored_run_keeps_its_robot_and_lidar():
+    """evaluate/play of a run trained as a diffdrive with LiDAR dropout 0.3 and the safety filter, with
+    env=dense (another world): the run's robot (diffdrive, horizon 0.1 s) and LiDAR (dropout 0.3) stay
+    and the obstacles are dense's; robot= or an env.lidar key on the command line still wins."""
+    from navexp import compose_config
+    from navexp.experiment.run_config import load_run_config
+
+    trained = ["robot=diffdrive", "env.robot.safety_horizon_s=0.1", "env.lidar.dropout_prob=0.3"]
+    ckpt = {"_path": "run/model_5.pt", "infos": {"config": OmegaConf.to_container(compose_config(trained))}}
+    cfg = load_run_config(ckpt, ["env=dense"])
+    assert cfg.env.robot.name == "diffdrive" and cfg.env.robot.safety_horizon_s == 0.1
+    assert cfg.env.lidar.dropout_prob == 0.3
+    assert list(cfg.env.obstacles.cylinder_count) == list(
+        compose_config(["env=dense"]).env.obstacles.cylinder_count
+    )
+    cfg = load_run_config(ckpt, ["env=dense", "env.lidar.dropout_prob=0", "robot=holonomic"])
+    assert cfg.env.lidar.dropout_prob == 0.0 and cfg.env.robot.name == "holonomic"
+    assert cfg.env.lidar.range_noise_std_m == compose_config([]).env.lidar.range_noise_std_m

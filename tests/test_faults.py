@@ -366,7 +366,7 @@ def test_impossible_ppo_sizes_fail_before_training(tmp_path, override, message):
 
 # -- 10. evaluation output checked first, metrics printed before written; disk full ---------------
 def test_unwritable_evaluation_output_fails_before_any_episode(trained, tmp_path, monkeypatch):
-    """out= under a regular file: OSError naming it, and not one episode was run."""
+    """out= under a regular file, or a directory: an error naming it, and not one episode was run."""
     from navexp import evaluate
     from navexp.analysis import rollout
 
@@ -377,6 +377,10 @@ def test_unwritable_evaluation_output_fails_before_any_episode(trained, tmp_path
     before = snapshot(trained)
     with pytest.raises(OSError, match=rf"out={re.escape(str(blocker))}/eval.json: cannot write there"):
         evaluate.main([f"checkpoint={trained}", f"out={blocker}/eval.json"])
+    with pytest.raises(
+        ValueError, match=rf"out='{re.escape(str(tmp_path))}' is a directory; give the path of"
+    ):
+        evaluate.main([f"checkpoint={trained}", f"out={tmp_path}"])  # before: a traceback after every episode
     assert ran == [] and snapshot(trained) == before
 
 

@@ -171,6 +171,35 @@ def test_bad_checkpoints_fail_cleanly(run_dir, tmp_path):
         export.main([f"checkpoint={junk}"])
 
 
+def test_play_refuses_its_bad_options_before_any_episode(run_dir, tmp_path, monkeypatch):
+    """beam_every=abc or -1, episodes below a scenario file's entries, and out= the run's own plots/
+    (the training's evaluation figures, which a play would replace) are each refused in one message
+    before any episode runs: the rollout is never reached and plots/ keeps its files."""
+    from navexp import play
+
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("an episode ran")
+
+    monkeypatch.setattr(play, "evaluate", no_rollout)
+    scenarios = tmp_path / "two.yaml"
+    scenarios.write_text(
+        "scenarios:\n"
+        "  - {name: a, robot: {x: -3.0, y: 0.0}, goal: {x: 3.0, y: 0.0}}\n"
+        "  - {name: b, robot: {x: -3.0, y: 1.0}, goal: {x: 3.0, y: 1.0}}\n"
+    )
+    plots = sorted(p.name for p in (run_dir / "plots").iterdir())
+    for args, message in (
+        (["beam_every=abc"], r"beam_every='abc' is invalid; allowed: int >= 1"),
+        (["beam_every=-1"], r"beam_every='-1' is invalid; allowed: int >= 1"),
+        (["episodes=1", f"env.scenarios={scenarios}"], r"episodes=1 is fewer than the 2 entries .*\['b'\]"),
+        ([f"out={run_dir / 'plots'}"], r"holds the run's own files"),
+        ([f"out={run_dir}"], r"holds the run's own files"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            play.main([f"checkpoint={run_dir}", *args])
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == plots
+
+
 def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
     """Exported with env.robot.safety_horizon_s=0.1, the action block holds the filter; a full-speed
     forward command 0.27 m from a wall ahead (3 cm beyond the 4 cm margin) becomes 0.03 m / 0.1 s =

@@ -52,6 +52,8 @@ def default_output(ckpt_path: str, cfg: DictConfig, overrides: list[str], suite:
 def check_output(out: Path, record: dict, explicit: bool) -> None:
     """Before any episode runs: the output's folder is writable, and a default-named file that holds a
     different evaluation is never replaced (an ``out=`` the user gave is theirs to overwrite)."""
+    if out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a directory; give the path of a .json file")
     if not explicit and out.is_file():
         try:
             old = json.loads(out.read_text())

@@ -147,9 +147,10 @@ def check_scenarios_played(cfg: DictConfig, name_or_path: str) -> None:
     )
 
 
-def check_scenario_episodes(cfg: DictConfig) -> None:
+def check_scenario_episodes(cfg: DictConfig, key: str = "eval.num_episodes") -> None:
     """An evaluation of a scenario file plays every entry: ``eval.num_episodes`` below the number of
-    entries is refused, naming the entries that would never be played."""
+    entries is refused, naming the entries that would never be played (and ``key``, the option that
+    set it: ``episodes`` for ``navexp.play``)."""
     scen = cfg.env.get("scenarios")
     if not scen:
         return
@@ -157,8 +158,8 @@ def check_scenario_episodes(cfg: DictConfig) -> None:
     n = int(cfg.eval.num_episodes)
     if n < len(names):
         raise ValueError(
-            f"eval.num_episodes={n} is fewer than the {len(names)} entries of env.scenarios={scen}: "
-            f"{names[n:]} would never be played; allowed: eval.num_episodes >= {len(names)} (a multiple of "
+            f"{key}={n} is fewer than the {len(names)} entries of env.scenarios={scen}: "
+            f"{names[n:]} would never be played; allowed: {key} >= {len(names)} (a multiple of "
             f"{len(names)} plays every entry equally often)"
         )
 
