@@ -164,3 +164,25 @@ def test_another_env_on_a_stored_run_keeps_its_robot_and_lidar():
     cfg = load_run_config(ckpt, ["env=dense", "env.lidar.dropout_prob=0", "robot=holonomic"])
     assert cfg.env.lidar.dropout_prob == 0.0 and cfg.env.robot.name == "holonomic"
     assert cfg.env.lidar.range_noise_std_m == compose_config([]).env.lidar.range_noise_std_m
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.lidar.nosie=1", "error: Could not override 'env.lidar.nosie'. To append to your config use "
+         "+env.lidar.nosie=1 Key 'nosie' not in 'LidarCfg'"),
+        ("env.lidar.latency_steps=1.5", "error: Error merging override env.lidar.latency_steps=1.5 "
+         "Value '1.5' of type 'float' could not be converted to Integer"),
+        ("robot=tank", "error: In 'config': Could not find 'robot/tank' Available options in 'robot': "),
+    ],
+)  # fmt: skip
+def test_a_tools_bad_override_is_one_line(override, message, capsys):
+    """evaluate, play and export compose the run's config with the command line: an override Hydra
+    refuses ends the tool in one `error:` line (exit status 2), not Hydra's traceback."""
+    from navexp import compose_config
+    from navexp.experiment.cli import run_tool
+
+    with pytest.raises(SystemExit) as stop:
+        run_tool(lambda: compose_config([override]))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err

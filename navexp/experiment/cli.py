@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from hydra.errors import HydraException
+
 from navexp.experiment.config import ExperimentCfg
 from navexp.paths import CONFIG_DIR
 
@@ -133,9 +135,20 @@ def run_tool(main: Callable[[], object]) -> None:
     """
     try:
         main()
-    except USER_ERRORS as e:
+    except (*USER_ERRORS, HydraException) as e:
         if os.environ.get("NAVEXP_TRACEBACK") == "1":
             raise
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        if isinstance(e, HydraException):  # a config override the tool's composition refused
+            message = one_line(e)
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def one_line(error: BaseException) -> str:
+    """Hydra's (multi-line) composition error, and the OmegaConf error behind it, on one line, without
+    OmegaConf's key/type report lines and Hydra's config search path."""
+    report = ("full_key:", "object_type=", "reference_type=")
+    parts = [str(error)] + ([str(error.__cause__)] if error.__cause__ is not None else [])
+    lines = [ln.strip() for part in parts for ln in part.split("Config search path")[0].splitlines()]
+    return " ".join(dict.fromkeys(ln for ln in lines if ln and not ln.startswith(report)))
