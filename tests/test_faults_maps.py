@@ -25,8 +25,8 @@ from navexp.task.maps.scenario_files import (
     scenario_entry_names,
 )
 
-SPEC = replace(LayoutSpec.from_env_cfg(compose_config(["env=families"]).env), wall_slots=4)
-"""8 m room, 4 wall slots."""
+SPEC = replace(LayoutSpec.from_env_cfg(compose_config(["env=families"]).env), wall_slots=8)
+"""8 m room, 8 wall slots (the 5 m x 4 m maps take 4 for the room beyond them)."""
 KEYS = {
     "image": "tiny.pgm",
     "resolution": "0.5",
@@ -79,14 +79,18 @@ def test_a_valid_map_loads_its_ten_occupied_cells_into_two_walls(tmp_path):
     occ = read_occupancy(path, read_map_header(path, yaml.safe_load(path.read_text())))
     assert occ.shape == (8, 10) and int(occ.sum()) == 10
     lay = _load(path)
-    assert lay.num_worlds == 1 and int(lay.wall_active[0].sum()) == 2
+    # 2 walls of occupied cells, 1 of the grey pixel (unknown: 0.196 < 0.608 < 0.65, blocked), 4 strips
+    # walling off the room beyond the 5 m x 4 m map.
+    assert lay.num_worlds == 1 and int(lay.wall_active[0].sum()) == 2 + 1 + 4
 
 
 def test_occupied_thresh_below_a_grey_pixel_makes_it_a_third_wall(tmp_path):
     """occupied_thresh 0.6 < 0.608: the grey pixel is occupied too, 11 cells and 3 rectangles
     (free_thresh 0.196 stays below it)."""
-    lay = _load(_write(tmp_path, occupied_thresh="0.6"))
-    assert int(lay.wall_active[0].sum()) == 3
+    path = _write(tmp_path, occupied_thresh="0.6")
+    occ = read_occupancy(path, read_map_header(path, yaml.safe_load(path.read_text())))
+    assert int(occ.sum()) == 11
+    assert int(_load(path).wall_active[0].sum()) == 3 + 4  # blocked as unknown before, occupied now
 
 
 def test_a_map_without_image_gets_the_map_error_not_the_scenarios_error(tmp_path):

@@ -291,14 +291,22 @@ def test_ros_map_loads_into_known_wall_rectangles(tmp_path):
     px[2, 0:6] = 0
     px[6:8, 8:10] = 0
     pairs = "starts_goals:\n  - {robot: {x: 10.5, y: 20.5}, goal: {x: 14.5, y: 23.5}}\n"
-    spec = replace(SPEC, wall_slots=4)
+    spec = replace(SPEC, wall_slots=6)
     lay = load_scenario_file(_write_map(tmp_path, px, pairs), spec, MapSpec())
     rects = sorted(
         tuple(round(float(v), 6) for v in (c[0] - h[0], c[0] + h[0], c[1] - h[1], c[1] + h[1]))
         for c, h, on in zip(lay.wall_xy[0], lay.wall_half[0], lay.wall_active[0], strict=True)
         if on
     )
-    assert rects == [(-2.5, 0.5, 0.5, 1.0), (1.5, 2.5, -2.0, -1.0)]
+    # The two walls, and the room beyond the map (x beyond +-2.5, y beyond +-2) walled off.
+    assert rects == [
+        (-4.0, -2.5, -4.0, 4.0),
+        (-2.5, 0.5, 0.5, 1.0),
+        (-2.5, 2.5, -4.0, -2.0),
+        (-2.5, 2.5, 2.0, 4.0),
+        (1.5, 2.5, -2.0, -1.0),
+        (2.5, 4.0, -4.0, 4.0),
+    ]
     assert lay.robot_xy[0].tolist() == pytest.approx([-2.0, -1.5])
     assert lay.goal_xy[0].tolist() == pytest.approx([2.0, 1.5])
     assert math.isfinite(lay.shortest_path_m[0])
@@ -312,7 +320,7 @@ def test_ros_map_that_needs_more_rectangles_than_slots_names_the_count(tmp_path)
     path = _write_map(tmp_path, px, "num_pairs: 3\n")
     with pytest.raises(ValueError, match=r"merge into 5 rectangles.*env.obstacles.wall_slots=4"):
         load_scenario_file(path, replace(SPEC, wall_slots=4), MapSpec())
-    lay = load_scenario_file(path, replace(SPEC, wall_slots=5), MapSpec())
+    lay = load_scenario_file(path, replace(SPEC, wall_slots=9), MapSpec())  # 5 + 4 beyond the map
     assert lay.num_worlds == 3 and torch.isfinite(lay.shortest_path_m).all()
     d = obstacle_distance(torch.stack((lay.robot_xy, lay.goal_xy), 1), lay, 4.0, 4.0)
     assert d.min() >= 0.35 - 1e-5

@@ -187,13 +187,17 @@ def test_a_start_region_without_clearance_fails_naming_the_entry(tmp_path):
     assert (
         f"{path} scenario 1 (jit): jitter found 0 of cases=4 valid cases in 128 draws: 0 starts and " in msg
     )
-    assert "0 draws both, and 0 of those had a free path; move or widen the regions" in msg
+    assert (
+        "0 draws both, 0 of those started more than goal_radius_m=0.3 m from the goal, and 0 of those had a "
+        "free path; move or widen the regions" in msg
+    )
 
 
 def test_a_jittered_pair_of_a_ros_map_gives_its_cases_in_the_map_frame(tmp_path):
     """A free 8 x 8 pixel map of 0.5 m cells (4 m x 4 m, origin (0, 0)), centred on the room: map (x, y)
     -> world (x - 2, y - 2). Pair 0 fixed, pair 1 with robot (1, 1) +- 0.3 and cases=3: 2 x 3 = 6 rows;
-    the even rows are pair 0, the odd rows 3 distinct starts in world x, y in [-1.3, -0.7], goal (1, 1)."""
+    the even rows are pair 0, the odd rows 3 distinct starts in world x, y in [-1.3, -0.7], goal (1, 1).
+    The room beyond the map (2 m on every side) takes 4 wall slots."""
     from PIL import Image
 
     Image.fromarray(np.full((8, 8), 254, dtype=np.uint8)).save(tmp_path / "free.pgm")
@@ -204,7 +208,7 @@ def test_a_jittered_pair_of_a_ros_map_gives_its_cases_in_the_map_frame(tmp_path)
         "  - {robot: {x: 1.0, y: 1.0}, goal: {x: 3.0, y: 3.0}, jitter: {xy_m: 0.3, cases: 3}}\n",
         "free.yaml",
     )
-    lay = load_scenario_file(path, replace(SPEC, wall_slots=2), MapSpec())
+    lay = load_scenario_file(path, replace(SPEC, wall_slots=4), MapSpec())
     assert lay.num_worlds == 6
     assert torch.equal(lay.robot_xy[0::2], torch.tensor([[-1.5, -1.5]]).expand(3, 2))
     starts, goals = lay.robot_xy[1::2], lay.goal_xy[1::2]

@@ -13,6 +13,8 @@ Format (metres, degrees)::
 
 World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios). An entry's ``jitter`` key
 is read by the task, which expands it into many start/goal cases (navexp.task.maps.scenario_jitter).
+Every key is checked (``scenario_entries``): an unknown one (``obstacle:``, ``yaw:``) is refused listing
+the allowed ones, a malformed entry fails in one line naming the file, the entry and its shape.
 """
 
 from __future__ import annotations
@@ -30,6 +32,80 @@ KINDS = {
     "box": ("x", "y", "half_x", "half_y"),
     "wall": ("x", "y", "half_x", "half_y"),
 }
+"""Each obstacle kind's required keys (metres); ``box`` and ``wall`` may add ``yaw_deg``."""
+
+ENTRY_KEYS = ("name", "robot", "goal", "obstacles", "jitter")
+"""The keys a scenario entry may have (``jitter``: read by the task, navexp.task.maps.scenario_jitter)."""
+ROBOT_KEYS = ("x", "y", "yaw_deg")
+GOAL_KEYS = ("x", "y")
+ENTRY_SHAPE = (
+    "{name, robot: {x, y, yaw_deg}, goal: {x, y}, obstacles: [{kind: cylinder | box | wall, ...}], jitter}"
+)
+"""A scenario entry's shape, as the errors state it."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to 60 characters, so an error stays one readable line."""
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def check_mapping(where: str, what: str, value: object, allowed: tuple[str, ...], shape: str) -> dict:
+    """``value`` when it is a mapping of ``allowed`` keys only; else a ValueError naming ``where`` (file
+    and entry), ``what``, the value or the unknown keys, and the allowed shape or keys."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: {what}={_shown(value)} is invalid; {what} must be a mapping {shape}")
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        raise ValueError(f"{where}: {what} key(s) {unknown} unknown; allowed: {sorted(allowed)}")
+    return value
+
+
+def scenario_entries(file: Path, data: object) -> list[dict]:
+    """The validated entries of a parsed scenario YAML: a top-level ``scenarios:`` list (no other key) of
+    mappings of ``ENTRY_KEYS``, ``robot``/``goal`` mappings of ``ROBOT_KEYS``/``GOAL_KEYS``, and
+    ``obstacles`` a list of mappings of their kind's keys. Each error is one line naming the file, the
+    entry (index and name) and the expected shape or the allowed keys; values are checked on loading."""
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
+        got = "an empty file" if data is None else _shown(data)
+        raise ValueError(
+            f"{file}: expected a top-level 'scenarios:' list with at least one entry {ENTRY_SHAPE} "
+            f"(or a ROS map YAML); got {got}"
+        )
+    check_mapping(str(file), "top-level", data, ("scenarios",), "{scenarios: [...]}")
+    entries = data["scenarios"]
+    for i, e in enumerate(entries):
+        where = f"{file} scenario {i}"
+        if isinstance(e, dict):  # the name, where there is one, names the entry in every error
+            where = f"{where} ({e.get('name', 'unnamed')})"
+        check_mapping(where, "entry", e, ENTRY_KEYS, ENTRY_SHAPE)
+        for key, keys in (("robot", ROBOT_KEYS), ("goal", GOAL_KEYS)):
+            if e.get(key) is not None:
+                check_mapping(where, key, e[key], keys, "{" + ", ".join(keys) + "}")
+        obstacles = e.get("obstacles")
+        if obstacles is not None and not isinstance(obstacles, list):
+            raise ValueError(
+                f"{where}: obstacles={_shown(obstacles)} is invalid; obstacles must be a list of "
+                + OBSTACLE_SHAPE
+            )
+        for j, ob in enumerate(obstacles or []):
+            _check_obstacle(f"{where} obstacle {j}", ob)
+    return entries
+
+
+OBSTACLE_SHAPE = "mappings {kind: cylinder, x, y, radius} | {kind: box | wall, x, y, half_x, half_y, yaw_deg}"
+"""An obstacle's shape, as the errors state it."""
+
+
+def _check_obstacle(where: str, ob: object) -> None:
+    """An obstacle is a mapping with a known ``kind`` and only that kind's keys."""
+    if not isinstance(ob, dict):
+        raise ValueError(f"{where}: obstacle={_shown(ob)} is invalid; obstacles must be {OBSTACLE_SHAPE}")
+    kind = ob.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValueError(f"{where}: kind={kind!r}; allowed: {sorted(KINDS)}")
+    keys = ("kind", *KINDS[kind], *(() if kind == "cylinder" else ("yaw_deg",)))
+    check_mapping(where, kind, ob, keys, "{" + ", ".join(keys) + "}")
 
 
 def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
@@ -58,9 +134,7 @@ def load_scenarios(
     ``navexp.task.maps.scenario_files.resolve_scenario_path``)."""
     file = Path(file)
     data = yaml.safe_load(file.read_text()) if data is None else data
-    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
-        raise ValueError(f"{file}: expected a top-level 'scenarios:' list with at least one entry")
-    entries = data["scenarios"]
+    entries = scenario_entries(file, data)
     lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots)
     for i, e in enumerate(entries):
         where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
@@ -73,9 +147,7 @@ def load_scenarios(
         nc = nb = nw = 0
         for j, ob in enumerate(e.get("obstacles") or []):
             ow = f"{where} obstacle {j}"
-            kind = ob.get("kind")
-            if kind not in KINDS:
-                raise ValueError(f"{ow}: kind={kind!r}; allowed: {sorted(KINDS)}")
+            kind = ob["kind"]  # a known kind: checked by scenario_entries
             vals = [_num(ob, k, ow) for k in KINDS[kind]]
             if min(vals[2:]) <= 0:
                 raise ValueError(f"{ow}: sizes {vals[2:]} must be > 0")

@@ -95,7 +95,8 @@ class NavEnv(VecEnv):
         cases fill several rows; navexp.task.maps.scenario_jitter)."""
         if env_cfg.scenarios:
             file = resolve_scenario_path(str(env_cfg.scenarios))
-            self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec).to(dev)
+            radius = float(env_cfg.goal_radius_m)  # a start within it would count as reached at once
+            self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec, radius).to(dev)
             if self.needs_path:
                 spec, maps = self.layout_spec, self.map_spec.cfg
                 self.scenarios.goal_field = paths_and_fields(

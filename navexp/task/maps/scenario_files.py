@@ -2,11 +2,13 @@
 
 A map YAML (``image``, ``resolution``, ``origin``, ``occupied_thresh``, ``free_thresh``, ``negate``; as
 written by ``map_saver``; validated key by key, and the image's size read from its header, before any
-pixel is decoded) becomes walls: pixels whose occupancy probability exceeds ``occupied_thresh`` (with
-``negate: 0``, p = (255 - value) / 255) are merged into rectangles (navexp.task.maps.rectangles), one per
-wall slot. The map is centred on the room (its own frame is shifted by minus the centre of its
-extent), so it must fit inside ``env.room``. Start/goal pairs come from the same YAML, in the map's
-frame::
+pixel is decoded) becomes walls. As ``map_server`` reads it, a pixel of occupancy probability p (with
+``negate: 0``, p = (255 - value) / 255) is occupied above ``occupied_thresh``, free below ``free_thresh``
+and unknown between; the robot may only use free space, so occupied and unknown pixels alike are merged
+into rectangles (navexp.task.maps.rectangles), one per wall slot. The map is centred on the room (its own
+frame is shifted by minus the centre of its extent), so it must fit inside ``env.room``; the room beyond
+the map is unknown too and is walled off by up to 4 more rectangles (none where the map spans the room).
+Start/goal pairs come from the same YAML, in the map's frame (inside its extent)::
 
     starts_goals:
       - {robot: {x: 0.5, y: 0.5, yaw_deg: 0}, goal: {x: 3.5, y: 3.5}}
@@ -14,7 +16,9 @@ frame::
 or, with ``num_pairs: N`` (and optionally ``pairs_seed``), N pairs are sampled in free space with a
 free path between them. Each pair is one entry (world w at its k-th episode plays pair
 (w + k * num_envs) mod N); every entry records its shortest path. A scenario entry or a listed pair
-may add ``jitter`` to be played as many cases (navexp.task.maps.scenario_jitter).
+may add ``jitter`` to be played as many cases (navexp.task.maps.scenario_jitter). A start must lie more
+than the env's ``goal_radius_m`` from its goal: a listed pair or scenario entry closer is refused,
+sampled pairs and jittered cases closer are redrawn.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from PIL import Image, UnidentifiedImageError
 
 from navexp.paths import CONFIG_DIR
 from navexp.sim.layout import Layout, nearest_obstacle
-from navexp.sim.scenarios import load_scenarios
+from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, load_scenarios, scenario_entries
+from navexp.task.env_cfg import EnvCfg
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
@@ -63,13 +68,26 @@ MAP_ALLOWED = {
     "resolution": "a finite number > 0 (metres per pixel)",
     "origin": "a list [x, y, yaw] of 3 finite numbers (metres, metres, radians; yaw 0)",
     "occupied_thresh": "a number in [0, 1) (occupancy probability above which a pixel is a wall)",
-    "free_thresh": "a number in [0, 1] and below occupied_thresh",
+    "free_thresh": "a number in [0, 1] and below occupied_thresh (default 0.196, map_saver's; pixels below "
+    "it are free, those between it and occupied_thresh unknown and blocked like walls)",
     "negate": "0 | 1",
+    "mode": "trinary | scale (both read the same here: free below free_thresh, all else blocked)",
     "num_pairs": "an integer >= 1 (start/goal pairs sampled in free space)",
     "pairs_seed": "an integer",
     "starts_goals": "a list of {robot: {x, y, yaw_deg}, goal: {x, y}} (each optionally with jitter)",
 }
-"""What each map YAML key allows, as the errors state it."""
+"""What each map YAML key allows, as the errors state it (no other key is accepted)."""
+
+DEFAULT_FREE_THRESH = 0.196
+"""``free_thresh`` when a map YAML has none: the value ``map_saver`` writes (a standard map's unknown
+grey, 205, is p = 50 / 255 = 0.196 + 8e-5: unknown)."""
+
+PAIR_KEYS = ("robot", "goal", "jitter")
+PAIR_SHAPE = "{robot: {x, y, yaw_deg}, goal: {x, y}, jitter}"
+"""A map YAML's ``starts_goals`` entry: its keys and its shape, as the errors state it."""
+
+DEFAULT_GOAL_RADIUS_M = EnvCfg.goal_radius_m
+"""The goal radius a start must keep clear of when the caller gives none (EnvCfg's default, 0.3 m)."""
 
 MAX_MAP_PIXELS = 4096 * 4096
 """Largest map image (W x H = 16.8 M pixels), checked from the image header before decoding. 4096 pixels
@@ -91,7 +109,9 @@ class MapHeader:
     origin_xy: tuple[float, float]
     """Map-frame position (metres) of the lower-left pixel's corner."""
     occupied_thresh: float
-    """Pixels with occupancy probability above this are walls."""
+    """Pixels with occupancy probability above this are occupied."""
+    free_thresh: float
+    """Pixels with occupancy probability below this are free; the others (occupied, unknown) are walls."""
     negate: bool
     """Whether p = value / 255 (else (255 - value) / 255)."""
 
@@ -101,43 +121,62 @@ def is_ros_map(data: object) -> bool:
     return isinstance(data, dict) and any(k in data for k in ROS_MAP_KEYS)
 
 
-def load_scenario_file(file: Path, spec: LayoutSpec, maps: MapSpec) -> Layout:
+def load_scenario_file(
+    file: Path, spec: LayoutSpec, maps: MapSpec, goal_radius_m: float = DEFAULT_GOAL_RADIUS_M
+) -> Layout:
     """The layouts of a scenario YAML or a ROS map YAML (any of ``ROS_MAP_KEYS``), on the CPU,
     each with its shortest path (inf when the goal cannot be reached): one row per entry, or, when an
     entry has ``jitter``, E entries x C cases rows in play order (row j plays entry j mod E;
-    navexp.task.maps.scenario_jitter.expand_jittered)."""
+    navexp.task.maps.scenario_jitter.expand_jittered). Every start lies more than ``goal_radius_m`` (the
+    env's ``goal_radius_m``) from its goal."""
     file = Path(file)
     data = yaml.safe_load(file.read_text())
     if is_ros_map(data):
-        lay = load_ros_map(file, data, spec, maps)
-    else:
-        lay = load_scenarios(
-            file,
-            spec.cylinder_slots,
-            spec.box_slots,
-            spec.half_x,
-            spec.half_y,
-            spec.robot_radius_m,
-            spec.wall_slots,
-            data,
-        )
-        lay.shortest_path_m = shortest_paths(
-            lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
-        )
-        entries = data["scenarios"]
-        wheres = [f"{file} scenario {i} ({e.get('name', 'unnamed')})" for i, e in enumerate(entries)]
-        lay = expand_jittered(entries, wheres, lay, spec, maps.cfg.path_cell_m)
-    return lay
+        return load_ros_map(file, data, spec, maps, goal_radius_m)
+    entries = scenario_entries(file, data)
+    lay = load_scenarios(
+        file,
+        spec.cylinder_slots,
+        spec.box_slots,
+        spec.half_x,
+        spec.half_y,
+        spec.robot_radius_m,
+        spec.wall_slots,
+        data,
+    )
+    lay.shortest_path_m = shortest_paths(
+        lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
+    )
+    wheres = [f"{file} scenario {i} ({e.get('name', 'unnamed')})" for i, e in enumerate(entries)]
+    _check_start_outside_goal(entries, wheres, lay, goal_radius_m)
+    return expand_jittered(entries, wheres, lay, spec, maps.cfg.path_cell_m, goal_radius_m)
+
+
+def _check_start_outside_goal(
+    entries: list[dict], wheres: list[str], lay: Layout, goal_radius_m: float
+) -> None:
+    """Refuse an entry without jitter whose start is within ``goal_radius_m`` of its goal: the env counts
+    a success when the robot's centre is closer than that, so the episode would succeed before the robot
+    moves (a jittered entry's cases are redrawn instead: scenario_jitter.draw_cases)."""
+    dist = (lay.robot_xy - lay.goal_xy).norm(dim=1)
+    for i, (entry, where) in enumerate(zip(entries, wheres, strict=True)):
+        if entry.get("jitter") is None and float(dist[i]) <= goal_radius_m:
+            raise ValueError(
+                f"{where}: the robot starts {float(dist[i]):.3f} m from the goal, within "
+                f"goal_radius_m={goal_radius_m} m (the episode would count as a success before the robot "
+                f"moves); move them more than {goal_radius_m} m apart"
+            )
 
 
 def scenario_entry_names(file: Path) -> list[str]:
     """The name of each entry of a scenario file, in entry order: a scenario's ``name`` (``scenario_<i>``
-    when it has none), a map's ``pair_<i>``; a repeated name gets ``_<i>`` appended."""
+    when it has none), a map's ``pair_<i>``; a repeated name gets ``_<i>`` appended. The file's shape and
+    keys are checked as on loading (the same errors), its values and pixels are not."""
     data = yaml.safe_load(Path(file).read_text())
     if is_ros_map(data):
         read_map_header(Path(file), data)  # the same key errors as loading it (reads no pixel)
         return [f"pair_{i}" for i in range(_num_pairs(file, data))]
-    names = [str(e.get("name") or f"scenario_{i}") for i, e in enumerate(data["scenarios"])]
+    names = [str(e.get("name") or f"scenario_{i}") for i, e in enumerate(scenario_entries(Path(file), data))]
     return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
@@ -159,8 +198,12 @@ def _threshold(file: Path, data: dict, key: str, default: float | None, upper_op
 
 
 def read_map_header(file: Path, data: dict) -> MapHeader:
-    """Validate a map YAML's keys (each error names the file, key, value and what is allowed) and read the
-    image's size from its header, refusing more than ``MAX_MAP_PIXELS``; decodes no pixel."""
+    """Validate a map YAML's keys (each error names the file, key, value and what is allowed; a key not in
+    ``MAP_ALLOWED`` is refused listing them) and read the image's size from its header, refusing more
+    than ``MAX_MAP_PIXELS``; decodes no pixel."""
+    unknown = sorted(str(k) for k in data if k not in MAP_ALLOWED)
+    if unknown:
+        raise ValueError(f"{file}: map key(s) {unknown} unknown; allowed: {sorted(MAP_ALLOWED)}")
     for key in ("image", "resolution", "origin"):
         if key not in data:
             raise ValueError(
@@ -179,8 +222,8 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
     if abs(float(origin[2])) > 1e-9:
         raise ValueError(f"{file}: origin yaw={origin[2]} is not supported; allowed: 0")
     occ_t = _threshold(file, data, "occupied_thresh", 0.65, upper_open=True)
-    free_t = _threshold(file, data, "free_thresh", None, upper_open=False)
-    if free_t is not None and free_t >= occ_t:
+    free_t = _threshold(file, data, "free_thresh", min(DEFAULT_FREE_THRESH, occ_t), upper_open=False)
+    if free_t > occ_t or (free_t == occ_t and "free_thresh" in data):
         raise ValueError(
             f"{file}: free_thresh={free_t!r} is invalid; free_thresh must be a number in [0, 1] and below "
             f"occupied_thresh={occ_t!r} (map_server: free < occupied)"
@@ -188,12 +231,13 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
     negate = data.get("negate", 0)
     if negate not in (0, 1) or not isinstance(negate, int):
         raise _bad_key(file, "negate", negate)
+    if data.get("mode", "trinary") not in ("trinary", "scale"):
+        raise _bad_key(file, "mode", data["mode"])
     image = (file.parent / name).resolve()
     if not image.is_file():
         raise FileNotFoundError(f"{file}: image {name!r} not found at {image}")
-    return MapHeader(
-        image, _image_size(file, image), float(res), (float(origin[0]), float(origin[1])), occ_t, bool(negate)
-    )
+    size, origin_xy = _image_size(file, image), (float(origin[0]), float(origin[1]))
+    return MapHeader(image, size, float(res), origin_xy, occ_t, free_t, bool(negate))
 
 
 def _image_size(file: Path, image: Path) -> tuple[int, int]:
@@ -216,23 +260,40 @@ def _image_size(file: Path, image: Path) -> tuple[int, int]:
     return w, h
 
 
-def read_occupancy(file: Path, header: MapHeader) -> np.ndarray:
-    """Occupied cells [H, W] bool (row 0 at the lowest y) of a validated map's image."""
+def _occupancy_probability(file: Path, header: MapHeader) -> np.ndarray:
+    """Occupancy probability [H, W] (row 0 at the lowest y) of a validated map's pixels."""
     try:
         with Image.open(header.image) as im:
             pixels = np.asarray(im.convert("L"), dtype=np.float64)
     except OSError as e:  # a truncated image: its header promised more pixels than it holds
         raise ValueError(f"{file}: image {header.image.name!r} could not be decoded ({e})") from None
     p = pixels / 255.0 if header.negate else (255.0 - pixels) / 255.0
-    return (p > header.occupied_thresh)[::-1].copy()
+    return p[::-1].copy()
+
+
+def read_occupancy(file: Path, header: MapHeader) -> np.ndarray:
+    """Occupied cells [H, W] bool (row 0 at the lowest y) of a validated map's image: p > occupied_thresh."""
+    return _occupancy_probability(file, header) > header.occupied_thresh
+
+
+def read_blocked(file: Path, header: MapHeader) -> np.ndarray:
+    """Cells the robot may not use [H, W] bool (row 0 at the lowest y): all but the free ones
+    (p < free_thresh), so occupied and unknown cells alike, as a planner that treats unknown as lethal."""
+    return ~(_occupancy_probability(file, header) < header.free_thresh)
 
 
 def _num_pairs(file: Path, data: dict) -> int:
-    """The number of start/goal pairs of a map YAML: its ``starts_goals`` list, or ``num_pairs``."""
+    """The number of start/goal pairs of a map YAML: its ``starts_goals`` list (each pair's shape and keys
+    checked), or ``num_pairs``."""
     pairs = data.get("starts_goals")
     if pairs is not None:
-        if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
+        if not isinstance(pairs, list):
             raise _bad_key(file, "starts_goals", pairs)
+        for i, pair in enumerate(pairs):
+            where = f"{file} starts_goals[{i}]"
+            check_mapping(where, "pair", pair, PAIR_KEYS, PAIR_SHAPE)
+            for key, keys in (("robot", ROBOT_KEYS), ("goal", GOAL_KEYS)):
+                check_mapping(where, key, pair.get(key), keys, "{" + ", ".join(keys) + "}")
         if pairs:
             return len(pairs)
     n = data.get("num_pairs")
@@ -243,8 +304,11 @@ def _num_pairs(file: Path, data: dict) -> int:
     return n
 
 
-def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Layout:
-    """One layout per start/goal pair: the map's walls (merged rectangles) centred in the room."""
+def load_ros_map(
+    file: Path, data: dict, spec: LayoutSpec, maps: MapSpec, goal_radius_m: float = DEFAULT_GOAL_RADIUS_M
+) -> Layout:
+    """One layout per start/goal pair: the map's occupied and unknown cells (merged rectangles) centred in
+    the room, and the room beyond the map walled off."""
     header = read_map_header(file, data)
     k = _num_pairs(file, data)
     seed = data.get("pairs_seed", 0)
@@ -257,31 +321,56 @@ def load_ros_map(file: Path, data: dict, spec: LayoutSpec, maps: MapSpec) -> Lay
             f"{file}: the map is {size_x:.2f} m x {size_y:.2f} m, larger than the room "
             f"({2 * spec.half_x} m x {2 * spec.half_y} m); raise env.room.size_x_m / size_y_m"
         )
-    occ = read_occupancy(file, header)
+    blocked = read_blocked(file, header)
     # Map frame -> world: shift by minus the centre of the map's extent.
     shift = (-(origin[0] + size_x / 2), -(origin[1] + size_y / 2))
     centre, half, active, count = merge_rectangles(
-        torch.from_numpy(occ)[None], (-size_x / 2, -size_y / 2), (res, res), spec.wall_slots
+        torch.from_numpy(blocked)[None], (-size_x / 2, -size_y / 2), (res, res), spec.wall_slots
     )
+    outside = _outside_rectangles(size_x / 2, size_y / 2, spec.half_x, spec.half_y)
     n_rects = int(count[0])
-    if n_rects > spec.wall_slots:
+    if n_rects + len(outside) > spec.wall_slots:
         raise ValueError(
-            f"{file}: the occupied cells merge into {n_rects} rectangles, more than "
-            f"env.obstacles.wall_slots={spec.wall_slots}; raise it to at least {n_rects}"
+            f"{file}: the occupied and unknown cells merge into {n_rects} rectangles and the room beyond "
+            f"the map takes {len(outside)} more, {n_rects + len(outside)} in all, more than "
+            f"env.obstacles.wall_slots={spec.wall_slots}; raise it to at least {n_rects + len(outside)} "
+            "(or make env.room the map's size)"
         )
     pairs = data.get("starts_goals")
     lay = Layout.empty(k, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots)
     lay.wall_xy[:], lay.wall_half[:], lay.wall_active[:] = centre[0], half[0], active[0]
+    for j, (cx, cy, hx, hy) in enumerate(outside, start=n_rects):
+        lay.wall_xy[:, j], lay.wall_half[:, j] = torch.tensor([cx, cy]), torch.tensor([hx, hy])
+        lay.wall_active[:, j] = True
     if pairs:
-        _given_pairs(file, pairs, lay, shift, spec)
+        extent = (origin[0], origin[0] + size_x, origin[1], origin[1] + size_y)
+        _given_pairs(file, pairs, lay, shift, extent, spec)
         lay.shortest_path_m = shortest_paths(
             lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )
         wheres = [f"{file} starts_goals[{i}]" for i in range(k)]
-        lay = expand_jittered(pairs, wheres, lay, spec, maps.cfg.path_cell_m)
+        _check_start_outside_goal(pairs, wheres, lay, goal_radius_m)
+        lay = expand_jittered(pairs, wheres, lay, spec, maps.cfg.path_cell_m, goal_radius_m)
     else:
-        _sample_pairs(file, lay, spec, maps, seed)
+        _sample_pairs(file, lay, spec, maps, seed, (size_x / 2, size_y / 2), goal_radius_m)
     return lay
+
+
+def _outside_rectangles(
+    map_hx: float, map_hy: float, half_x: float, half_y: float
+) -> list[tuple[float, float, float, float]]:
+    """(centre x, centre y, half x, half y) of the rectangles filling the room beyond a map of half-extents
+    (map_hx, map_hy) centred in it: left and right strips over the room's height, bottom and top strips
+    over the map's width; none thinner than 1 micrometre (the map spans the room there)."""
+    gap_x, gap_y = half_x - map_hx, half_y - map_hy  # strip thickness (metres)
+    rects = []
+    if gap_x > 1e-6:
+        cx = (half_x + map_hx) / 2
+        rects += [(-cx, 0.0, gap_x / 2, half_y), (cx, 0.0, gap_x / 2, half_y)]
+    if gap_y > 1e-6:
+        cy = (half_y + map_hy) / 2
+        rects += [(0.0, -cy, map_hx, gap_y / 2), (0.0, cy, map_hx, gap_y / 2)]
+    return rects
 
 
 def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
@@ -291,35 +380,64 @@ def _num(entry: dict, key: str, where: str, default: float | None = None) -> flo
     return float(v)
 
 
-def _given_pairs(file: Path, pairs: list, lay: Layout, shift: tuple[float, float], spec: LayoutSpec) -> None:
+def _given_pairs(
+    file: Path,
+    pairs: list,
+    lay: Layout,
+    shift: tuple[float, float],
+    extent: tuple[float, float, float, float],
+    spec: LayoutSpec,
+) -> None:
+    """Write the listed pairs (map frame, checked by ``_num_pairs``) into ``lay`` (world frame); each start
+    and goal must lie inside the map's ``extent`` (x0, x1, y0, y1; map frame) and in free space."""
     for i, pair in enumerate(pairs):
         where = f"{file} starts_goals[{i}]"
         robot, goal = pair.get("robot") or {}, pair.get("goal") or {}
-        lay.robot_xy[i, 0] = _num(robot, "x", where + " robot") + shift[0]
-        lay.robot_xy[i, 1] = _num(robot, "y", where + " robot") + shift[1]
+        xy = {}
+        for name, point in (("robot", robot), ("goal", goal)):
+            x, y = _num(point, "x", f"{where} {name}"), _num(point, "y", f"{where} {name}")
+            if not (extent[0] <= x <= extent[1] and extent[2] <= y <= extent[3]):
+                raise ValueError(
+                    f"{where}: the {name} ({x}, {y}) is outside the map, which covers x in "
+                    f"[{extent[0]:g}, {extent[1]:g}], y in [{extent[2]:g}, {extent[3]:g}] (map frame); "
+                    "the room beyond the map is unknown space and walled off"
+                )
+            xy[name] = (x + shift[0], y + shift[1])
+        lay.robot_xy[i], lay.goal_xy[i] = torch.tensor(xy["robot"]), torch.tensor(xy["goal"])
         lay.robot_yaw[i] = math.radians(_num(robot, "yaw_deg", where + " robot", 0.0))
-        lay.goal_xy[i, 0] = _num(goal, "x", where + " goal") + shift[0]
-        lay.goal_xy[i, 1] = _num(goal, "y", where + " goal") + shift[1]
     dist, _ = nearest_obstacle(torch.stack((lay.robot_xy, lay.goal_xy), 1), lay, spec.half_x, spec.half_y)
     bad = (dist < spec.robot_radius_m).nonzero().tolist()
     if bad:
         i, which = bad[0]
         raise ValueError(
             f"{file} starts_goals[{i}]: the {'robot start' if which == 0 else 'goal'} is "
-            f"{dist[i, which]:.3f} m from a wall; it must be free space (>= robot radius "
-            f"{spec.robot_radius_m} m)"
+            f"{dist[i, which]:.3f} m from a wall (occupied or unknown cells, or the room beyond the map); "
+            f"it must be free space (>= robot radius {spec.robot_radius_m} m)"
         )
 
 
 def _sample_pairs(
-    file: Path, lay: Layout, spec: LayoutSpec, maps: MapSpec, seed: int, rounds: int = 32
+    file: Path,
+    lay: Layout,
+    spec: LayoutSpec,
+    maps: MapSpec,
+    seed: int,
+    map_half: tuple[float, float],
+    goal_radius_m: float,
+    rounds: int = 32,
 ) -> None:
-    """Draw start/goal pairs in free space with a free path between them (redrawing the others)."""
+    """Draw start/goal pairs in the map's free space (candidates inside its extent, ``map_half`` half
+    widths around the room's centre, less the clearance), more than ``goal_radius_m`` apart and with a
+    free path between them; the others are redrawn."""
     src = StreamSource(torch.Generator().manual_seed(seed), "cpu")
+    need = spec.robot_radius_m + spec.spawn_clearance_m
+    bx, by = max(map_half[0] - need, 0.0), max(map_half[1] - need, 0.0)
+    box = (-bx, bx, -by, by)
     done = torch.zeros(lay.num_worlds, dtype=torch.bool)
     for _ in range(rounds):
         draw = lay.index(torch.arange(lay.num_worlds))
-        ok = place_start_goal(spec, draw, src)
+        ok = place_start_goal(spec, draw, src, box, box)
+        ok &= (draw.robot_xy - draw.goal_xy).norm(dim=1) > goal_radius_m
         draw.shortest_path_m = shortest_paths(
             draw, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
         )

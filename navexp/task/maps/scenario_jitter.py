@@ -12,8 +12,9 @@ Format (metres, degrees; every range is a half-width around the entry's own valu
 Case c's start x is uniform in [x - xy_m, x + xy_m] (y the same), its yaw uniform in
 [yaw_deg - 180, yaw_deg + 180] (wrapped to [-180, 180]), its goal x and y uniform within
 ``goal_xy_m`` of the goal's. A draw is kept when start and goal keep ``robot radius + spawn_clearance_m``
-from every obstacle and the room's walls (so both are inside the room) and the goal is reachable on
-the occupancy grid (navexp.task.maps.grid_path.shortest_paths, which also records the case's
+from every obstacle and the room's walls (so both are inside the room), the start is more than the env's
+``goal_radius_m`` from the goal (else the episode would succeed before the robot moves), and the goal is
+reachable on the occupancy grid (navexp.task.maps.grid_path.shortest_paths, which also records the case's
 ``shortest_path_m``); others are redrawn, in at most ``JITTER_ROUNDS`` rounds of ``cases`` draws.
 ``seed`` defaults to the entry's index in the file; the same file gives the same cases.
 
@@ -112,17 +113,19 @@ def _is_num(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def draw_cases(where: str, base: Layout, jit: Jitter, spec: LayoutSpec, cell_m: float) -> Layout:
+def draw_cases(
+    where: str, base: Layout, jit: Jitter, spec: LayoutSpec, cell_m: float, goal_radius_m: float
+) -> Layout:
     """``jit.cases`` layouts of the one-row ``base`` (same obstacles), start and goal drawn in the jitter
-    regions with clearance and a free path, each with its shortest path; fails naming ``where`` when
-    fewer are found in ``JITTER_ROUNDS`` rounds."""
+    regions with clearance, more than ``goal_radius_m`` apart and with a free path, each with its
+    shortest path; fails naming ``where`` when fewer are found in ``JITTER_ROUNDS`` rounds."""
     gen = torch.Generator().manual_seed(jit.seed)
     need = spec.robot_radius_m + spec.spawn_clearance_m
     b = jit.cases
     half = torch.tensor([jit.xy_m, jit.xy_m, jit.yaw_rad, jit.goal_xy_m, jit.goal_xy_m])
     centre = torch.cat((base.robot_xy[0], base.robot_yaw[:1], base.goal_xy[0]))
     kept: list[Layout] = []
-    found = starts_ok = goals_ok = both_ok = paths_ok = 0
+    found = starts_ok = goals_ok = both_ok = apart_ok = paths_ok = 0
     for _ in range(JITTER_ROUNDS):
         # One [B, 5] draw per round (start x, y, yaw, goal x, y): the cases depend on the seed alone.
         u = centre + (2.0 * torch.rand(b, 5, generator=gen) - 1.0) * half
@@ -137,6 +140,9 @@ def draw_cases(where: str, base: Layout, jit: Jitter, spec: LayoutSpec, cell_m: 
         goals_ok += int(clear[:, 1].sum())
         cand = cand.index(clear.all(dim=1))
         both_ok += cand.num_worlds
+        # A start within the goal radius is a success at the first step: not a case to evaluate.
+        cand = cand.index((cand.robot_xy - cand.goal_xy).norm(dim=1) > goal_radius_m)
+        apart_ok += cand.num_worlds
         cand.shortest_path_m = shortest_paths(cand, spec.half_x, spec.half_y, spec.robot_radius_m, cell_m)
         cand = cand.index(torch.isfinite(cand.shortest_path_m))
         paths_ok += cand.num_worlds
@@ -148,21 +154,25 @@ def draw_cases(where: str, base: Layout, jit: Jitter, spec: LayoutSpec, cell_m: 
     raise ValueError(
         f"{where}: jitter found {found} of cases={b} valid cases in {tried} draws: {starts_ok} starts and "
         f"{goals_ok} goals kept {need:.2f} m (robot radius + spawn_clearance_m) from every obstacle and "
-        f"wall, {both_ok} draws both, and {paths_ok} of those had a free path; move or widen the regions "
+        f"wall, {both_ok} draws both, {apart_ok} of those started more than goal_radius_m={goal_radius_m} m "
+        f"from the goal, and {paths_ok} of those had a free path; move or widen the regions "
         "(xy_m, goal_xy_m) or lower cases"
     )
 
 
-def expand_jittered(entries: list, wheres: list[str], lay: Layout, spec: LayoutSpec, cell_m: float) -> Layout:
+def expand_jittered(
+    entries: list, wheres: list[str], lay: Layout, spec: LayoutSpec, cell_m: float, goal_radius_m: float
+) -> Layout:
     """The file's layouts with every jittered entry's cases, in play order (row j = entry j mod E at case
     (j // E) mod C_e, E * max C_e rows; see the module docstring); ``lay`` itself (one row per entry)
-    when no entry has jitter. ``wheres[i]`` names entry i in errors."""
+    when no entry has jitter. ``wheres[i]`` names entry i in errors; cases start more than
+    ``goal_radius_m`` from their goal."""
     jitters = [parse_jitter(w, e, i) for i, (w, e) in enumerate(zip(wheres, entries, strict=True))]
     if all(j is None for j in jitters):
         return lay
     rows = [lay.index(torch.tensor([i])) for i in range(len(entries))]
     parts = [
-        r if j is None else draw_cases(w, r, j, spec, cell_m)
+        r if j is None else draw_cases(w, r, j, spec, cell_m, goal_radius_m)
         for r, j, w in zip(rows, jitters, wheres, strict=True)
     ]
     sizes = torch.tensor([p.num_worlds for p in parts])
