@@ -6,9 +6,12 @@ One test per fault; the rows of docs/faults.md name this file.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
+import math
 import multiprocessing
+import re
 import subprocess
 import sys
 import time
@@ -18,12 +21,19 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY, build_env
+from omegaconf import DictConfig, OmegaConf
 
 from navexp import compose_config
 from navexp.deploy import NumpyPolicy
 from navexp.deploy.export import UNGUARDED
 from navexp.learn.checkpoint import write_atomic
+from navexp.sim.layout import Layout
 from navexp.task.env import NavEnv
+from navexp.task.maps.families import FAMILIES, MapSpec
+from navexp.task.maps.grid_path import shortest_paths
+from navexp.task.maps.pool import LayoutPool
+from navexp.task.maps.random_family import LayoutSpec
+from navexp.task.validation import validate_env_cfg
 from navexp.train import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,3 +210,162 @@ def test_an_unusable_sweep_storage_is_one_line_naming_the_url(tmp_path, kind):
     assert f"Error: sweep.storage='{shown}' {problem}" in err[0] and reason in err[0]
     assert "secret" not in proc.stderr + proc.stdout
     assert not (tmp_path / "sweep").exists()
+
+
+# -- 7. env values that validated but could not be built or simulated ---------------------------
+@functools.cache
+def _composed(groups: tuple[str, ...]) -> DictConfig:
+    """The config of these group choices (``env=families``), composed once per session."""
+    return compose_config(list(groups))
+
+
+def _env_error(*overrides: str, groups: tuple[str, ...] = ()) -> str:
+    """The env validation's message for the config of ``groups`` with ``overrides`` (dotted keys, as on
+    the command line) merged in; '' when it passes."""
+    cfg = OmegaConf.merge(_composed(groups), OmegaConf.from_dotlist(list(overrides)))
+    try:
+        validate_env_cfg(cfg.env)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+FAMILY_OFF = [f"env.maps.weights.{name}=0" for name in FAMILIES]
+"""Every map family off: a test switches on the one it needs."""
+
+
+def test_a_path_cell_coarser_than_the_robot_radius_is_refused():
+    """A 0.1 m wall across the 8 m room, start (-3, 0), goal (3, 0), robot radius 0.2: with 0.2 m and
+    0.4 m cells there is no free path; with 1 m cells the centres 0.5 m either side of the wall keep
+    0.45 m > 0.2 m from it, so the old check found the 6 m straight line (the wall, inflated by the
+    radius, is 0.1 + 2 x 0.2 = 0.5 m wide: under one 1 m cell). path_cell_m must be <= the radius
+    (0.2) and >= 8 m / 256 cells = 0.03125 m (0.001 asked for 197 GB)."""
+    lay = Layout.empty(1, 0, 0, "cpu", 1)
+    lay.wall_xy[:] = 0.0
+    lay.wall_half[:] = torch.tensor([0.05, 4.0])  # 0.1 m thick, the room's whole 8 m
+    lay.wall_active[:] = True
+    lay.robot_xy[:], lay.goal_xy[:] = torch.tensor([-3.0, 0.0]), torch.tensor([3.0, 0.0])
+    paths = [shortest_paths(lay, 4.0, 4.0, 0.2, cell).item() for cell in (0.2, 0.4, 1.0)]
+    assert paths == [math.inf, math.inf, 6.0]
+    allowed = "allowed: 0.03125 <= path_cell_m <= robot.radius_m (0.2)"
+    for bad in ("1.0", "0.21", "0.001", "0.03"):
+        message = _env_error(f"env.maps.path_cell_m={bad}")
+        assert message.startswith(f"env config: maps.path_cell_m={bad} is invalid; {allowed}"), message
+    assert _env_error("env.maps.path_cell_m=0.2") == _env_error("env.maps.path_cell_m=0.03125") == ""
+    assert _env_error("env.robot.radius_m=0.3", "env.maps.path_cell_m=0.3") == ""
+
+
+@pytest.mark.parametrize(
+    ("family", "bad", "good", "message"),
+    [
+        # across: 8 - 4 x 0.2 (walls 0.1 x 2.0 half thick) - 4 x 0.2 (radius) - 2 x 0.1 (lanes) = 6.2
+        (
+            "cul_de_sac",
+            "cul_de_sac.width_m=[7.5,7.9]",
+            "cul_de_sac.width_m=[6.2,6.2]",
+            r"cul_de_sac.width_m=\[7.5, 7.9\]",
+        ),
+        # along: 8 - 4 x 0.35 (radius + spawn clearance) - 0.2 (back wall half) - 0.5 (mouth box) = 5.9
+        (
+            "cul_de_sac",
+            "cul_de_sac.depth_m=[7.5,7.9]",
+            "cul_de_sac.depth_m=[5.9,5.9]",
+            r"cul_de_sac.depth_m=\[7.5, 7.9\]",
+        ),
+        # walls in 8 - 2 x 1.3 = 5.4 m, at least 0.4 + 0.45 = 0.85 m apart: 1 + floor(5.4 / 0.85) = 7
+        ("staggered", "staggered.walls=[12,12]", "staggered.walls=[7,7]", r"staggered.walls=\[12, 12\]"),
+        # n walls 8 / (n + 1) apart keep max(0.2 + 0.7, 0.4 + 0.45) = 0.9 m: floor(8 / 0.9) - 1 = 7
+        ("corridor", "corridor.walls=[12,12]", "corridor.walls=[7,7]", r"corridor.walls=\[12, 12\]"),
+    ],
+)
+def test_map_family_ranges_that_cannot_fit_the_room_are_refused(family, bad, good, message):
+    """Family settings the generator cannot place in the 8 m room (a U wider or deeper than the room,
+    12 walls in 5.4 m) are a config error naming the key, the value and the room's bound, before
+    anything is built (before: 'found no collision-free start/goal ... lower obstacles.*_count' from
+    the layout pool). The bound itself is accepted."""
+    on = [*FAMILY_OFF, f"env.maps.weights.{family}=1", "env.obstacles.wall_slots=24"]
+    bound = good.split("[")[1].split(",")[0]
+    error = _env_error(*on, f"env.maps.{bad}")
+    assert re.match(rf"env config: maps.{message} is invalid; allowed: max <= {bound}: ", error), error
+    assert _env_error(*on, f"env.maps.{good}") == ""
+
+
+def test_a_robot_too_big_for_the_staggered_start_box_is_refused():
+    """The staggered start box lies between the room side and a wall 1.3 m from it: it must hold
+    2 x (radius + 0.15 spawn clearance) + 0.2 (the thickest wall's half): radius <= 0.4 m."""
+    on = [
+        *FAMILY_OFF,
+        "env.maps.weights.staggered=1",
+        "env.maps.gap_m=[1.0,1.4]",
+        "env.obstacles.wall_slots=3",
+    ]
+    on += ["env.maps.staggered.spacing_m=[1.5,2.7]", "env.maps.path_cell_m=0.2"]
+    error = _env_error(*on, "env.robot.radius_m=0.45")
+    assert error.startswith(
+        "env config: robot.radius_m=0.45 is invalid; allowed: <= 0.4 for map family staggered"
+    )
+    assert _env_error(*on, "env.robot.radius_m=0.4") == ""
+
+
+def test_an_ungeneratable_grid_fill_is_one_value_error_naming_its_keys():
+    """grid.fill=[0.9, 1.0] (cells 90-100 % occupied) has no static bound: the layout pool finds no
+    layout with a free path and raises one line naming maps.grid.fill and obstacles.wall_slots, a
+    ValueError (before: a RuntimeError advising obstacles.*_count, which grid does not read)."""
+    overrides = [*FAMILY_OFF, "env.maps.weights.grid=1", "env.obstacles.wall_slots=16"]
+    cfg = OmegaConf.merge(_composed(()), OmegaConf.from_dotlist([*overrides, "env.maps.grid.fill=[0.9,1.0]"]))
+    validate_env_cfg(cfg.env)
+    maps = MapSpec.from_env_cfg(cfg.env)
+    pool = LayoutPool(LayoutSpec.from_env_cfg(cfg.env), 1, torch.Generator().manual_seed(0), "cpu", 8, maps)
+    with pytest.raises(ValueError) as info:
+        pool.refill()
+    text = str(info.value)
+    assert "\n" not in text and "map family 'grid'" in text and "obstacles.*_count" not in text
+    assert "maps.grid.fill ([0.9, 1.0]" in text and "obstacles.wall_slots (16" in text
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "env.robot.lin_kv=-20.0",
+        "env.robot.lin_kv=0.0",
+        "env.robot.ang_kv=-3.0",
+        "env.robot.lin_force_limit_n=-5.0",
+        "env.robot.ang_torque_limit_nm=0.0",
+        "robot=diffdrive env.robot.params.lateral_kv=-5",
+        "robot=diffdrive env.robot.params.lateral_force_limit_n=0",
+    ],
+)
+def test_servo_gains_and_force_limits_must_be_positive(override):
+    """Every velocity servo gain and force limit is > 0, diffdrive's lateral servo included (before:
+    lin_kv=-20 drove into every obstacle, lin_kv=0 never moved, ang_kv=-3 died with a
+    FloatingPointError, lin_force_limit_n=-5 with MuJoCo's own message, lateral_kv=-5 trained)."""
+    *groups, key_value = override.split()
+    key, value = key_value.removeprefix("env.").split("=")
+    message = _env_error(key_value, groups=tuple(groups))
+    assert message.startswith(f"env config: {key}={value} is invalid; allowed: ") and "> 0" in message
+
+
+def test_checks_of_families_with_weight_0_do_not_refuse_a_bigger_robot():
+    """The default room draws only the random family: a 0.3 m robot (holonomic) or a 0.5 m diffdrive
+    is valid there (before: refused by staggered.spacing_m and gap_m, keys of families that are off).
+    With env=families the same robots are still refused by those families' keys."""
+    assert _env_error("env.robot.radius_m=0.3") == ""
+    assert _env_error("env.robot.radius_m=0.5", groups=("robot=diffdrive",)) == ""
+    families = _env_error("env.robot.radius_m=0.3", groups=("env=families",))
+    assert "maps.staggered.spacing_m=[1.0, 2.7] is invalid" in families
+    families = _env_error("env.robot.radius_m=0.5", groups=("env=families", "robot=diffdrive"))
+    assert "maps.gap_m=[0.7, 1.4] is invalid" in families
+
+
+def test_lidar_latency_is_shorter_than_an_episode_and_family_weights_sum_finite():
+    """25 s episodes of 0.1 s control steps are 250 steps: latency_steps 0-249 (before: 100000000 died
+    allocating 57 GB, 100000 ran). Weights of 1e308 + 1e308 sum to inf, which normalised every
+    family's share to 0 (before: ZeroDivisionError in the layout pool)."""
+    assert _env_error("env.lidar.latency_steps=249") == ""
+    for steps in (250, 100000, 100000000):
+        message = _env_error(f"env.lidar.latency_steps={steps}")
+        assert f"lidar.latency_steps={steps} is invalid; allowed: an integer in [0, 249]" in message
+    message = _env_error(
+        "env.maps.weights.random=1e308", "env.maps.weights.grid=1e308", groups=("env=families",)
+    )
+    assert message.startswith("env config: maps.weights=") and "a finite sum" in message and "inf" in message

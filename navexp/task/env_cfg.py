@@ -60,9 +60,13 @@ class RobotCfg:
     max_ang_vel_radps: float = 2.0
     """Yaw-rate servo ctrlrange."""
     lin_kv: float = 100.0
+    """Gain of the linear velocity servos (N s/m), > 0."""
     ang_kv: float = 2.0
+    """Gain of the yaw-rate servo (N m s/rad), > 0."""
     lin_force_limit_n: float = 200.0
+    """Force range of the linear velocity servos (N), > 0."""
     ang_torque_limit_nm: float = 20.0
+    """Torque range of the yaw-rate servo (N m), > 0."""
     safety_horizon_s: float = 0.0
     """Safety filter (``navexp.task.robots.safety_filter``): each control step the commanded linear
     velocity is scaled down so the robot, moving at it for this long, stops ``safety_margin_m`` short of
@@ -74,7 +78,8 @@ class RobotCfg:
     up the servo's stopping distance (~1.5 cm at 1.5 m/s, 2.1 at the diagonal) and the scan's noise (a
     2 cm margin left the grid at 87.5 %, 4 cm at 95 %: BENCHMARKS.md)."""
     params: dict[str, Any] = field(default_factory=dict)
-    """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built)."""
+    """Robot-specific settings (the robot's ``default_params``; unknown keys raise when the env is built;
+    those in its ``positive_params`` must be > 0)."""
 
 
 @dataclass
@@ -120,6 +125,7 @@ class EnvCfg:
     lidar: LidarCfg = field(default_factory=LidarCfg)
     sim: SimCfg = field(default_factory=SimCfg)
     episode_length_s: float = 25.0
+    """Episode length; its control steps bound ``lidar.latency_steps`` (below them)."""
     goal_radius_m: float = 0.3
     min_start_goal_dist_m: float = 2.0
     spawn_clearance_m: float = 0.15

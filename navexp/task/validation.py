@@ -6,6 +6,7 @@ run already (``navexp.experiment.validation.validate_run_cfg`` calls it once per
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -16,14 +17,26 @@ from navexp.sim.lidar import RealismSpec, beam_spacing_deg
 from navexp.task.checks import check as _check
 from navexp.task.checks import check_all_finite
 from navexp.task.checks import check_range as _check_range
+from navexp.task.env_cfg import RobotCfg
 from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
 from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
+from navexp.task.robots import ROBOTS, robot_name
 
 FINITE_EXEMPT: frozenset[str] = frozenset()
 """Env keys (dotted, below ``env.``) that may be NaN or inf; none today: every float is a size, a
 range, a time, a gain or a weight, all of which must be finite."""
+
+MAX_PATH_CELLS_PER_SIDE = 256
+"""Most occupancy-grid cells of the free-path check along a room side (``maps.path_cell_m`` >= the
+longer side / this): 0.03125 m cells in the 8 m room, rooms up to 51 m at 0.2 m (0.001 m cells asked
+for 197 GB). The check's working memory stays that of the default grid (``generate`` draws fewer
+layouts a chunk on finer grids); a goal distance field kept per layout is 2 bytes a cell (128 KB at
+256 x 256)."""
+SERVO_KEYS = ("lin_kv", "ang_kv", "lin_force_limit_n", "ang_torque_limit_nm")
+"""``env.robot`` gains and force limits of the velocity servos; each must be > 0 (a negative gain
+pushes the robot away from its command, 0 never moves it)."""
 
 
 def validate_env_cfg(cfg: Any) -> None:
@@ -43,6 +56,10 @@ def validate_env_cfg(cfg: Any) -> None:
         _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
     for key in ("radius_m", "half_height_m", "mass_kg", "max_lin_vel_mps", "max_ang_vel_radps"):
         _check(getattr(robot, key) > 0, f"robot.{key}", getattr(robot, key), "> 0")
+    for key in SERVO_KEYS:
+        value = getattr(robot, key, getattr(RobotCfg, key))
+        _check(value > 0, f"robot.{key}", value, "> 0 (a velocity servo's gain or force limit)")
+    _check_robot_params(robot)
     for key in ("safety_horizon_s", "safety_margin_m"):
         _check(getattr(robot, key, 0.0) >= 0, f"robot.{key}", getattr(robot, key, 0.0), ">= 0")
     _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
@@ -115,6 +132,15 @@ def validate_env_cfg(cfg: Any) -> None:
         cfg.episode_length_s,
         f">= one control period ({control_dt} s)",
     )
+    steps = math.ceil(cfg.episode_length_s / control_dt - 1e-9)  # NavEnv.max_episode_length
+    latency = getattr(lidar, "latency_steps", 0)
+    _check(
+        latency < steps,
+        "lidar.latency_steps",
+        latency,
+        f"an integer in [0, {steps - 1}]: shorter than an episode ({steps} control steps of "
+        f"{control_dt:g} s)",
+    )
     _check(cfg.position_window >= 1, "position_window", cfg.position_window, "an integer >= 1")
     _check(
         cfg.check_every is None or cfg.check_every >= 1,
@@ -129,25 +155,32 @@ def validate_env_cfg(cfg: Any) -> None:
 
 
 def _validate_maps(cfg: Any) -> None:
-    """The map families (env.maps): known names, weights, seeds, each family's own keys (its registered
-    ``check``), and, for the families with weight, the wall and cylinder slots they need."""
-    maps, obst, robot = cfg.maps, cfg.obstacles, cfg.robot
+    """The map families (env.maps): known names, weights, seeds, the path check's cell, and, for the
+    families with weight only, their own keys (each one's registered ``check``) and the wall and
+    cylinder slots they need."""
+    maps, obst = cfg.maps, cfg.obstacles
     for name, w in maps.weights.items():
         _check(name in FAMILIES, f"maps.weights.{name}", w, f"a family of {' | '.join(FAMILIES)}")
         _check(w >= 0, f"maps.weights.{name}", w, ">= 0")
-    _check(sum(maps.weights.values()) > 0, "maps.weights", dict(maps.weights), "at least one weight > 0")
+    total = sum(maps.weights.values())  # 1e308 + 1e308 overflows to inf: every share would read 0
+    _check(
+        0 < total < math.inf,
+        "maps.weights",
+        dict(maps.weights),
+        f"at least one weight > 0 and a finite sum (they are normalised by it; here {total})",
+    )
     _check(maps.rng in ("stream", "hashed"), "maps.rng", maps.rng, "stream | hashed")
     _check(maps.split in SPLITS, "maps.split", maps.split, " | ".join(SPLITS))
-    _check(maps.path_cell_m > 0, "maps.path_cell_m", maps.path_cell_m, "> 0")
+    _check_path_cell(cfg)
     _check(maps.path_margin_m >= 0, "maps.path_margin_m", maps.path_margin_m, ">= 0 (0: plain metres)")
     _check(maps.path_margin_cost >= 0, "maps.path_margin_cost", maps.path_margin_cost, ">= 0")
     _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
-    _check_range("maps.gap_m", maps.gap_m, 2 * robot.radius_m + 1e-3)
     _check_range("maps.wall_thickness_scale", maps.wall_thickness_scale, 1e-3)
     spec = MapSpec.from_env_cfg(cfg)
-    for family in REGISTRY.values():
+    for name, _ in spec.active_families:  # a family that is off draws nothing: its keys are not checked
+        family = REGISTRY[name]
         if family.cfg is not None:
-            family.check(getattr(spec.cfg, family.name), cfg)
+            family.check(getattr(spec.cfg, name), cfg)
     for name, _ in spec.active_families:
         need = wall_slots_needed(spec, name)
         _check(
@@ -158,6 +191,46 @@ def _validate_maps(cfg: Any) -> None:
         )
         if name == "cluttered":
             check_cluttered_slots(spec.cfg.cluttered, cfg)
+
+
+def _check_path_cell(cfg: Any) -> None:
+    """``maps.path_cell_m``: no larger than the robot radius, and at most MAX_PATH_CELLS_PER_SIDE cells
+    along a room side.
+
+    The free-path check (navexp.task.maps.grid_path) marks a cell free when its centre keeps the robot
+    radius r from every obstacle: an obstacle of thickness w > 0 becomes a blocked band w + 2 r > 2 r
+    wide. Every move of the grid passes through side-neighbouring free cells, whose centres lie one
+    cell c apart: the room side over a whole number of cells, c <= 1.25 path_cell_m (a side of over
+    2 r is more than 2 cells). With path_cell_m <= r, c <= 1.25 r < 2 r: no two neighbouring free
+    centres lie on both sides of a band, and the check cannot step over an obstacle, however thin (a
+    0.1 m wall included). The start's cell counts as free even when its centre is not, but the start
+    itself is outside the band: the next centre lies at most sqrt(1.5^2 + 0.5^2) c = 1.58 c <= 1.98 r
+    < 2 r from it, so not beyond the band either (the goal's cell likewise)."""
+    maps, room, r = cfg.maps, cfg.room, cfg.robot.radius_m
+    longest = max(room.size_x_m, room.size_y_m)
+    finest = longest / MAX_PATH_CELLS_PER_SIDE
+    _check(
+        finest <= maps.path_cell_m <= r,
+        "maps.path_cell_m",
+        maps.path_cell_m,
+        f"{finest:.4g} <= path_cell_m <= robot.radius_m ({r}): no larger than the robot radius, so the "
+        f"free-path check cannot step over an obstacle, and at most {MAX_PATH_CELLS_PER_SIDE} cells along "
+        f"the room's {longest} m side",
+    )
+
+
+def _check_robot_params(robot: Any) -> None:
+    """The robot's own ``params`` that must be > 0 (``Robot.positive_params``: the gain and force limit
+    of diffdrive's lateral servo); an unknown robot or key is left to ``make_robot``, which lists the
+    valid ones."""
+    cls = ROBOTS.get(robot_name(robot))
+    if cls is None:
+        return
+    params = getattr(robot, "params", None) or {}
+    for key in cls.positive_params:
+        value = params.get(key, cls.default_params[key])
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        _check(ok, f"robot.params.{key}", value, f"a number > 0 (robot {cls.name})")
 
 
 def _check_lidar_realism(lidar: Any) -> None:

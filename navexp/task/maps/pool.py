@@ -11,9 +11,14 @@ import warnings
 import torch
 
 from navexp.sim.layout import Layout
-from navexp.task.maps.families import MapSpec, family_index, generate
+from navexp.task.maps.families import REGISTRY, MapSpec, family_index, generate
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.random_source import HashSource, StreamSource, split_seeds, stream_base
+
+
+class LayoutSamplingError(ValueError, RuntimeError):
+    """The config's map settings yield too few valid layouts: a ValueError (bad input, named by its
+    keys), and a RuntimeError as the pool raised before."""
 
 
 class LayoutPool:
@@ -123,10 +128,12 @@ class LayoutPool:
             self._checked.add(family)
             if num_valid < 0.5 * drawn:
                 path = " and a free path" if self.maps.check_path or self.maps.keep_fields else ""
+                hint = REGISTRY[family].hint
+                keys = hint(self.maps.cfg, self.spec) if hint else "lower obstacle counts or sizes"
                 warnings.warn(
                     f"only {num_valid / drawn:.1%} of sampled '{family}' layouts have a collision-free "
-                    f"start and goal{path}; sampling slows "
-                    f"down. Lower obstacle counts or sizes, or min_start_goal_dist_m.",
+                    f"start and goal{path}; sampling slows down. To change: {keys}, or "
+                    f"min_start_goal_dist_m.",
                     stacklevel=3,
                 )
         pool = parts[0] if len(parts) == 1 else Layout.cat(parts)
@@ -137,12 +144,13 @@ class LayoutPool:
     def _fail(self, family: str, num_valid: int, drawn: int) -> None:
         s = self.spec
         path = " with a free path" if self.maps.check_path or self.maps.keep_fields else ""
-        raise RuntimeError(
-            f"layout sampling (map family '{family}') found no collision-free start/goal"
-            f"{path} in enough layouts (only {num_valid} "
-            f"of {drawn}) after {s.rounds} rounds each; lower obstacles.*_count or obstacle sizes, "
-            f"spawn_clearance_m ({s.spawn_clearance_m}) or min_start_goal_dist_m ({s.min_start_goal_dist_m})"
-            + (", or raise obstacles.wall_slots" if family == "grid" else "")
+        hint = REGISTRY[family].hint
+        keys = hint(self.maps.cfg, s) if hint else "lower obstacles.*_count or obstacle sizes"
+        raise LayoutSamplingError(
+            f"env config: layout sampling (map family '{family}') found no collision-free start/goal"
+            f"{path} in enough layouts (only {num_valid} of {drawn}) after {s.rounds} rounds each; {keys}, "
+            f"or lower spawn_clearance_m ({s.spawn_clearance_m}) or min_start_goal_dist_m "
+            f"({s.min_start_goal_dist_m})"
         )
 
 

@@ -43,6 +43,9 @@ class Robot:
     the ones the safety filter scales (``navexp.task.robots.safety_filter``)."""
     default_params: ClassVar[dict[str, Any]] = {}
     """Robot-specific settings (``env.robot.params``) and their defaults."""
+    positive_params: ClassVar[tuple[str, ...]] = ()
+    """Keys of ``default_params`` that must be numbers > 0 (gains, force limits), checked with the env
+    config before anything is built (``navexp.task.validation``)."""
     coupled_inertia: ClassVar[bool] = False
     """True when an actuator acts along a body-frame direction (a site transmission): see
     ``navexp.sim.scene.build_mjcf``, which then keeps the x-y coupling of the velocity derivative."""

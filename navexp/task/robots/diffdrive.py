@@ -38,6 +38,7 @@ class DiffDrive(Robot):
     action_units = ("m/s", "rad/s")
     linear_axes = (0,)
     default_params = {"lateral_kv": 1000.0, "lateral_force_limit_n": 200.0}
+    positive_params = ("lateral_kv", "lateral_force_limit_n")  # <= 0: the robot slides sideways
     coupled_inertia = True
 
     def action_scale(self) -> list[float]:

@@ -16,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from navexp.sim.layout import Layout
-from navexp.task.maps.grid_path import paths_and_fields
+from navexp.task.maps.grid_path import grid_shape, paths_and_fields
 from navexp.task.maps.random_family import LayoutSpec
 
 Generator = Callable[["MapSpec", LayoutSpec, int, Any], "tuple[Layout, torch.Tensor]"]
@@ -34,7 +34,11 @@ class Family:
     """Wall slots its largest layout uses, from the typed ``env.maps`` settings."""
     check: Callable[[Any, Any], None] = lambda family_cfg, env_cfg: None
     """Raise ValueError naming the key for impossible settings of ``env.maps.<name>`` (``env_cfg``:
-    the whole env config, for the robot radius and the slot counts)."""
+    the whole env config, for the robot radius and the slot counts). Runs only while the family has
+    weight > 0."""
+    hint: Callable[[Any, LayoutSpec], str] | None = None
+    """The family's own keys to change, with their values, when too few of its layouts can be drawn
+    (``(maps_cfg, spec) -> "lower maps.grid.fill ([0.9, 1.0]) ..."``); None: the obstacle keys."""
 
 
 REGISTRY: dict[str, Family] = {}
@@ -47,13 +51,15 @@ def register_family(
     cfg: type | None = None,
     wall_slots: Callable[[Any], int] | None = None,
     check: Callable[[Any, Any], None] | None = None,
+    hint: Callable[[Any, LayoutSpec], str] | None = None,
 ) -> Callable[[Generator], Generator]:
     """Decorator: register a generator as map family ``name``; a duplicate name raises."""
 
     def deco(fn: Generator) -> Generator:
         if name in REGISTRY:
             raise ValueError(f"map family {name!r} is already registered")
-        extra = {k: v for k, v in (("wall_slots", wall_slots), ("check", check)) if v is not None}
+        pairs = (("wall_slots", wall_slots), ("check", check), ("hint", hint))
+        extra = {k: v for k, v in pairs if v is not None}
         REGISTRY[name] = Family(name, fn, cfg, **extra)
         return fn
 
@@ -66,7 +72,8 @@ class MapsBaseCfg:
 
     weights: dict[str, float] = field(default_factory=dict)
     """Weight per family (every family is listed so it can be set from the command line):
-    random | corridor | staggered | cul_de_sac | cluttered | grid. Normalised; 0 = off."""
+    random | corridor | staggered | cul_de_sac | cluttered | grid. Normalised (their sum must be finite
+    and > 0); 0 = off, and the keys of a family that is off are not checked."""
     rng: str = "stream"
     """stream: layouts come from one generator stream seeded by seed + layout_seed_offset (today's
     layouts; no per-layout id). hashed: layout (family, seed) is drawn from a counter-based hash of its
@@ -78,7 +85,9 @@ class MapsBaseCfg:
     shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
     path_cell_m: float = 0.2
     """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
-    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2)."""
+    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2). At most the
+    robot radius, so the check cannot step over an obstacle, and at least the room's longer side / 256
+    (``navexp.task.validation.MAX_PATH_CELLS_PER_SIDE``)."""
     path_margin_m: float = 0.0
     """Clearance the goal distance field (read by ``path_progress`` and ``truth_path_dist``) prefers
     beyond the robot's radius: a metre where the robot's edge passes closer than this to an obstacle
@@ -174,6 +183,10 @@ def generate(maps: MapSpec, spec: LayoutSpec, family: str, k: int, src) -> tuple
     lay.family = torch.full((k,), family_index(family), dtype=torch.long, device=src.device)
     if maps.check_path or maps.keep_fields:
         chunk = 8192 if lay.robot_xy.device.type == "cuda" else 256
+        # Fewer layouts a chunk on a finer grid, so the check's memory (~260 bytes per cell and layout)
+        # stays that of the 40 x 40 cells of the default (0.2 m cells in the 8 m room).
+        ny, nx = grid_shape(spec.half_x, spec.half_y, maps.cfg.path_cell_m)[:2]
+        chunk = max(1, min(chunk, chunk * 1600 // (ny * nx)))
         lay.shortest_path_m, goal_field = paths_and_fields(
             lay,
             spec.half_x,

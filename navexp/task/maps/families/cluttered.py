@@ -36,7 +36,12 @@ def check_slots(cfg: ClutteredCfg, env_cfg: Any) -> None:
     )
 
 
-@register_family("cluttered", ClutteredCfg, check=_check)
+def _hint(maps: Any, spec: LayoutSpec) -> str:
+    c = maps.cluttered
+    return f"lower maps.cluttered.count ({list(c.count)}) or maps.cluttered.radius_m ({list(c.radius_m)})"
+
+
+@register_family("cluttered", ClutteredCfg, check=_check, hint=_hint)
 def cluttered(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torch.Tensor]:
     """Many small cylinders (``cluttered.count`` of ``cluttered.radius_m``), no boxes: the random
     sampler with these counts and sizes."""

@@ -8,9 +8,20 @@ from typing import Any
 import torch
 
 from navexp.sim.layout import Layout
-from navexp.task.checks import check_range
+from navexp.task.checks import check, check_range
 from navexp.task.maps.families.base import MapSpec, register_family
-from navexp.task.maps.families.geometry import cross_walls, half_thickness, mirror, rect, set_walls, sides
+from navexp.task.maps.families.geometry import (
+    LANE_MARGIN_M,
+    cfg_clearance,
+    check_gap,
+    cross_walls,
+    half_thickness,
+    mirror,
+    rect,
+    set_walls,
+    sides,
+    thickest_half,
+)
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
 
 
@@ -22,9 +33,32 @@ class CorridorCfg:
 
 def _check(cfg: CorridorCfg, env_cfg: Any) -> None:
     check_range("maps.corridor.walls", cfg.walls, 1)
+    check_gap(env_cfg)
+    # n walls lie 2 half_x / (n + 1) apart, the first and last as far from the room's sides: that
+    # pitch must hold a start (goal) box beside the wall, t + 2 (radius + spawn clearance), and a
+    # lane between two walls, 2 t + 2 radius + LANE_MARGIN_M (t the thickest wall's half thickness).
+    size_x, t, r = env_cfg.room.size_x_m, thickest_half(env_cfg), env_cfg.robot.radius_m
+    pitch = max(t + 2 * cfg_clearance(env_cfg), 2 * t + 2 * r + LANE_MARGIN_M)
+    most = int(size_x / pitch + 1e-9) - 1
+    check(
+        cfg.walls[1] <= most,
+        "maps.corridor.walls",
+        list(cfg.walls),
+        f"max <= {most}: walls {size_x} m / (max + 1) apart along x must keep {pitch:.3g} m, a start box "
+        f"beside the first and a robot lane between two",
+    )
 
 
-@register_family("corridor", CorridorCfg, wall_slots=lambda m: 2 * m.corridor.walls[1], check=_check)
+def _hint(maps: Any, spec: LayoutSpec) -> str:
+    return (
+        f"fewer maps.corridor.walls ({list(maps.corridor.walls)}), wider doors maps.gap_m "
+        f"({list(maps.gap_m)}) or thinner walls maps.wall_thickness_scale ({list(maps.wall_thickness_scale)})"
+    )
+
+
+@register_family(
+    "corridor", CorridorCfg, wall_slots=lambda m: 2 * m.corridor.walls[1], check=_check, hint=_hint
+)
 def corridor(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torch.Tensor]:
     """Cross walls over the full room width, each with one door of width ``gap_m`` at a random place;
     start before the first wall, goal after the last (2 wall slots per wall: below and above the door)."""

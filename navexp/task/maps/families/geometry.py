@@ -9,11 +9,16 @@ square room, transposed). Walls are axis-aligned boxes in the wall slots.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from navexp.sim.layout import Layout
+from navexp.task.checks import check_range
 from navexp.task.maps.random_family import LayoutSpec
+
+LANE_MARGIN_M = 0.05
+"""Room beyond the robot diameter that a lane between two walls keeps (corridor, staggered)."""
 
 
 def rect(x0, x1, y0, y1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -43,6 +48,23 @@ def half_thickness(maps, k: int, src) -> torch.Tensor:
 
 def clearance(spec: LayoutSpec) -> float:
     return spec.robot_radius_m + spec.spawn_clearance_m
+
+
+def cfg_clearance(env_cfg: Any) -> float:
+    """``clearance`` from the env config: robot radius + spawn clearance (m), for the families' checks."""
+    return float(env_cfg.robot.radius_m + env_cfg.spawn_clearance_m)
+
+
+def thickest_half(env_cfg: Any) -> float:
+    """Half thickness (m) of the thickest wall a layout can draw: ``wall_half_thickness_m`` x the
+    largest ``wall_thickness_scale``."""
+    maps = env_cfg.maps
+    return float(maps.wall_half_thickness_m * maps.wall_thickness_scale[1])
+
+
+def check_gap(env_cfg: Any) -> None:
+    """``maps.gap_m`` (the doors of corridor and staggered) is wider than the robot."""
+    check_range("maps.gap_m", env_cfg.maps.gap_m, 2 * env_cfg.robot.radius_m + 1e-3)
 
 
 def cross_walls(spec: LayoutSpec, n: torch.Tensor, max_walls: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -32,7 +32,16 @@ def _check(cfg: GridMapCfg, env_cfg: Any) -> None:
     check(cfg.smooth_steps >= 0, "maps.grid.smooth_steps", cfg.smooth_steps, ">= 0")
 
 
-@register_family("grid", GridMapCfg, wall_slots=lambda m: 1, check=_check)
+def _hint(maps: Any, spec: LayoutSpec) -> str:
+    # No static bound: whether a cellular-automaton grid leaves a free way depends on the draw.
+    return (
+        f"lower maps.grid.fill ({list(maps.grid.fill)}: the chance a cell starts occupied, default "
+        f"[0.35, 0.5]), or raise obstacles.wall_slots ({spec.wall_slots}: a layout needing more wall "
+        f"rectangles is redrawn)"
+    )
+
+
+@register_family("grid", GridMapCfg, wall_slots=lambda m: 1, check=_check, hint=_hint)
 def grid(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torch.Tensor]:
     """A cellular-automaton occupancy grid in the style of BARN: cells of ``grid.cell_m`` start occupied
     with probability ``grid.fill``, then ``grid.smooth_steps`` times a cell becomes occupied when at

@@ -9,9 +9,19 @@ from typing import Any
 import torch
 
 from navexp.sim.layout import Layout
-from navexp.task.checks import check_range
+from navexp.task.checks import check, check_range
 from navexp.task.maps.families.base import MapSpec, register_family
-from navexp.task.maps.families.geometry import half_thickness, mirror, rect, set_walls, sides
+from navexp.task.maps.families.geometry import (
+    LANE_MARGIN_M,
+    cfg_clearance,
+    check_gap,
+    half_thickness,
+    mirror,
+    rect,
+    set_walls,
+    sides,
+    thickest_half,
+)
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
 
 
@@ -31,10 +41,31 @@ SIDE_MARGIN_M = 1.3
 
 def _check(cfg: StaggeredCfg, env_cfg: Any) -> None:
     check_range("maps.staggered.walls", cfg.walls, 1)
-    maps = env_cfg.maps
-    thick = 2 * maps.wall_half_thickness_m * maps.wall_thickness_scale[1]
-    lane = 2 * env_cfg.robot.radius_m + 0.05
-    check_range("maps.staggered.spacing_m", cfg.spacing_m, thick + lane)
+    check_gap(env_cfg)
+    t, r, need = thickest_half(env_cfg), env_cfg.robot.radius_m, cfg_clearance(env_cfg)
+    pitch = 2 * t + 2 * r + LANE_MARGIN_M  # a wall and a lane for the robot
+    check_range("maps.staggered.spacing_m", cfg.spacing_m, pitch)
+    # The start (goal) box lies between the room's side and the first (last) wall, SIDE_MARGIN_M from
+    # the side: it holds the robot's clearance on both sides, x in [-half_x + need, wall - t - need].
+    most_r = (SIDE_MARGIN_M - t) / 2 - env_cfg.spawn_clearance_m
+    check(
+        2 * need + t <= SIDE_MARGIN_M + 1e-9,
+        "robot.radius_m",
+        r,
+        f"<= {most_r:.3g} for map family staggered (env.maps.weights.staggered > 0): its start and goal "
+        f"boxes, {SIDE_MARGIN_M} m beside the walls, hold the robot with spawn_clearance_m on both sides",
+    )
+    # wall_x caps the spacing at span_room / (n - 1) so the walls fit the room; capped below the pitch,
+    # the lanes would be too narrow for the robot.
+    span_room = env_cfg.room.size_x_m - 2 * SIDE_MARGIN_M
+    most = 1 + int(max(span_room, 0.0) / pitch + 1e-9)
+    check(
+        cfg.walls[1] <= most,
+        "maps.staggered.walls",
+        list(cfg.walls),
+        f"max <= {most}: the walls fit {span_room:.3g} m of the room along x (its {env_cfg.room.size_x_m} m "
+        f"less {SIDE_MARGIN_M} m each side), at least {pitch:.3g} m apart (a wall and a robot lane)",
+    )
 
 
 def wall_x(spec: LayoutSpec, n: torch.Tensor, spacing: torch.Tensor, u: torch.Tensor, w_max: int):
@@ -49,7 +80,17 @@ def wall_x(spec: LayoutSpec, n: torch.Tensor, spacing: torch.Tensor, u: torch.Te
     return -span / 2 + shift + i * spacing, i < n
 
 
-@register_family("staggered", StaggeredCfg, wall_slots=lambda m: m.staggered.walls[1], check=_check)
+def _hint(maps: Any, spec: LayoutSpec) -> str:
+    return (
+        f"fewer maps.staggered.walls ({list(maps.staggered.walls)}), a wider maps.staggered.spacing_m "
+        f"({list(maps.staggered.spacing_m)}), wider doors maps.gap_m ({list(maps.gap_m)}) or thinner walls "
+        f"maps.wall_thickness_scale ({list(maps.wall_thickness_scale)})"
+    )
+
+
+@register_family(
+    "staggered", StaggeredCfg, wall_slots=lambda m: m.staggered.walls[1], check=_check, hint=_hint
+)
 def staggered(maps: MapSpec, spec: LayoutSpec, k: int, src) -> tuple[Layout, torch.Tensor]:
     """Parallel cross walls ``spacing_m`` apart, each leaving a door of width ``gap_m`` at alternating
     ends (top, bottom, top, ...): the way from start to goal is a slalom of hairpin turns. One wall
