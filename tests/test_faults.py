@@ -251,6 +251,8 @@ def _tiny_numpy_policy():
         ([float("nan"), 0.0], [0.0, 0.0], 0.0, r"goal_body_xy=\[nan, 0.0\] is not finite"),
         ([1.0, 0.0], [0.0, float("inf")], 0.0, r"vel_body=\[0.0, inf\] is not finite"),
         ([1.0, 0.0], [0.0, 0.0], float("nan"), r"omega=nan is not finite"),
+        ([1.0, 0.0], [0.0, 0.0], None, r"omega=None \(NoneType\) is invalid; expected numbers of shape \(\)"),
+        ("ab", [0.0, 0.0], 0.0, r"goal_body_xy='ab' \(str\) is invalid; expected numbers of shape \(2,\)"),
     ],
 )
 def test_numpy_policy_refuses_non_finite_inputs(goal, vel, omega, message):
@@ -258,6 +260,24 @@ def test_numpy_policy_refuses_non_finite_inputs(goal, vel, omega, message):
     policy = _tiny_numpy_policy()
     with pytest.raises(ValueError, match=message):
         policy.command([1.0] * 4, goal, vel, omega)
+
+
+def test_numpy_policy_load_of_another_file_names_what_to_load(tmp_path):
+    """NumpyPolicy.load of a checkpoint or the export's JSON (not its policy.npz): one ValueError naming
+    the file and the policy.npz to load (before: a KeyError, or a hint to load it unsafely)."""
+    import numpy as np
+
+    from navexp.deploy import NumpyPolicy
+
+    for name, content in (("model_0.pt", b"PK\x03\x04 not an npz"), ("policy_meta.json", b"{}")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=rf"{name} is not a policy.npz of navexp.export .*<run>/export/"):
+            NumpyPolicy.load(str(tmp_path / name))
+    np.savez(tmp_path / "other.npz", weights=np.zeros(2))
+    with pytest.raises(
+        ValueError, match=r"other.npz is not a policy.npz of navexp.export \(no 'meta' array\)"
+    ):
+        NumpyPolicy.load(str(tmp_path / "other.npz"))
 
 
 def test_numpy_policy_nan_beams_still_read_max_range():

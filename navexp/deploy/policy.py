@@ -21,6 +21,7 @@ term by term with the numpy twins of ``navexp.task.obs.numpy_terms`` (torch-free
 from __future__ import annotations
 
 import json
+import zipfile
 from collections import deque
 
 import numpy as np
@@ -37,7 +38,18 @@ def check_inputs(goal_body_xy, vel_body, omega) -> None:
         ("vel_body", vel_body, (2,)),
         ("omega", omega, ()),
     ):
-        arr = np.asarray(value, dtype=np.float64)
+        try:
+            arr = (
+                None
+                if value is None or isinstance(value, str | bytes)
+                else np.asarray(value, dtype=np.float64)
+            )
+        except (TypeError, ValueError):
+            arr = None
+        if arr is None:
+            raise ValueError(
+                f"{name}={value!r} ({type(value).__name__}) is invalid; expected numbers of shape {shape}"
+            )
         if arr.shape != shape:
             raise ValueError(f"{name} must have shape {shape}; got {arr.shape} ({value!r})")
         if not np.isfinite(arr).all():
@@ -94,7 +106,16 @@ class NumpyPolicy:
 
     @classmethod
     def load(cls, path: str) -> NumpyPolicy:
-        f = np.load(path)
+        """The policy of ``navexp.export``'s ``policy.npz``; another file fails naming what to load."""
+        try:
+            f = np.load(path, allow_pickle=False)
+            if not hasattr(f, "files") or "meta" not in f.files:
+                raise ValueError("no 'meta' array")
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise ValueError(
+                f"{path} is not a policy.npz of navexp.export ({str(e).splitlines()[0][:120]}); load the "
+                f"policy.npz of <run>/export/ (policy.onnx and policy_meta.json are for other runtimes)"
+            ) from None
         meta = json.loads(str(f["meta"]))
         n = int(f["num_layers"])
         layers = [(f[f"w{i}"], f[f"b{i}"]) for i in range(n)]
