@@ -21,6 +21,7 @@ import hydra
 import torch
 import yaml
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -64,6 +65,7 @@ from navexp.sim import resolve_device
 from navexp.sweep.trial import objective, pruning_callback, record_metrics, trial_record
 from navexp.task.curriculum import SuccessCurriculum, make_curriculum, restore_curriculum
 from navexp.task.env import NavEnv
+from navexp.task.maps.pool import LayoutSamplingError
 
 register_configs()
 
@@ -622,7 +624,14 @@ def main(cfg: DictConfig) -> float | list[float]:
             f"sweeps (-m) under torchrun (WORLD_SIZE={os.environ['WORLD_SIZE']}) are not supported; "
             f"run a sweep with `python -m navexp.train -m ...` or train one run with torchrun"
         )
-    return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
+    try:
+        return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
+    except LayoutSamplingError as e:  # map settings no layout satisfies: found on the first draw
+        if hc.mode == RunMode.MULTIRUN:
+            raise  # the sweeper records the trial as failed and goes on
+        # Hydra prints a compact error as its message alone, after its callbacks removed the unused
+        # run directory (a SystemExit would skip them).
+        raise CompactHydraException(f"Error: {e}") from None
 
 
 def app_argv(argv: list[str]) -> list[str]:

@@ -377,3 +377,17 @@ def test_a_resume_with_nothing_left_to_train_logs_its_evaluation(tmp_path):
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     assert [e.value for e in events.Scalars("Eval/success_rate")] == [pytest.approx(success)]
+
+
+@pytest.mark.e2e
+def test_map_settings_no_layout_satisfies_end_the_app_in_one_line(tmp_path):
+    """A grid-only mix at fill 0.9-1.0 with the free-path check has no static bound; its first draw finds
+    no layout with a path. The app ends with one `Error:` line naming maps.grid.fill (exit 1), no
+    traceback, and no run directory left."""
+    grid_only = "env.maps.weights={random:0,corridor:0,staggered:0,cul_de_sac:0,cluttered:0,grid:1}"
+    bad = ["env=families", grid_only, "env.maps.grid.fill=[0.9,1.0]", "env.maps.check_path=true"]
+    proc = app(tmp_path, *RUN, *bad, "hydra.run.dir=run")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in out, out[-2000:]
+    assert "Error: env config: layout sampling (map family 'grid')" in out and "lower maps.grid.fill" in out
+    assert not (tmp_path / "run").exists()
