@@ -8,6 +8,8 @@ Writes into DIR (default <run dir>/play/): metrics.json, grid.png (up to 16 epis
 failed_<n>_<reason>.png per failed episode, trajectories.npz (paths, scans, layouts and the scene: a
 figure can be redrawn from it alone, ``plots.redraw_from_npz``) and, with ``video=true``, episodes.gif
 (the first ``video_episodes`` episodes animated; ``video=mp4``: episodes.mp4, needs ffmpeg).
+With a scenario file of more than 16 entries and no ``episodes=``, every entry plays once; an
+``episodes=`` below the entries is refused, naming those never played.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from navexp.experiment.cli import parse_command_line, run_tool
 from navexp.experiment.run_config import load_run_config
 from navexp.experiment.suites import check_scenario_episodes
 from navexp.learn.checkpoint import load_policy
+from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 
 OPTIONS = {
     "checkpoint": None,
@@ -102,6 +105,12 @@ def main(argv: list[str] | None = None) -> dict:
     video = video_options(opts)
     ckpt = load_policy(opts["checkpoint"])
     cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
+    scenarios = cfg.env.get("scenarios")
+    if scenarios and not any(a.startswith("episodes=") for a in argv):  # the default plays every entry once
+        entries = len(scenario_entry_names(resolve_scenario_path(str(scenarios))))
+        if entries > episodes_n:
+            episodes_n = entries
+            cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
     check_scenario_episodes(cfg, "episodes")
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     check_play_folder(out, Path(ckpt["_path"]).parent)

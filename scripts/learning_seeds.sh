@@ -70,13 +70,16 @@ overrides() {  # a recipe's overrides, one per line: split at the commas outside
 }
 
 same_run() {  # dir override...: the run's first launch had these overrides (any order); no record: yes
+  # The app records the size preset it resolved (size=cpu|gpu) when the command line gives none.
   local record="$1/.hydra/overrides.yaml"
   shift
   [ -f "$record" ] || return 0
   $py -c 'import sys, yaml
-had = sorted(yaml.safe_load(open(sys.argv[1])) or [])
-if had != sorted(sys.argv[2:]):
-    print(f"its overrides {had}, this launch gives {sorted(sys.argv[2:])}")
+given = sys.argv[2:]
+sized = any(a.startswith("size=") for a in given)
+had = sorted(o for o in yaml.safe_load(open(sys.argv[1])) or [] if sized or not str(o).startswith("size="))
+if had != sorted(given):
+    print(f"its overrides {had}, this launch gives {sorted(given)}")
     sys.exit(1)' "$record" "$@"
 }
 

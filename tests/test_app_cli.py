@@ -147,23 +147,39 @@ def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
 
 
 def test_another_env_on_a_stored_run_keeps_its_robot_and_lidar():
-    """evaluate/play of a run trained as a diffdrive with LiDAR dropout 0.3 and the safety filter, with
-    env=dense (another world): the run's robot (diffdrive, horizon 0.1 s) and LiDAR (dropout 0.3) stay
-    and the obstacles are dense's; robot= or an env.lidar key on the command line still wins."""
+    """evaluate/play of a run trained as a diffdrive of radius 0.25 with the safety filter and a 32-beam
+    LiDAR at dropout 0.3, with env=dense (another world): the run's robot and LiDAR stay and the
+    obstacles are dense's. A single key on the command line changes that key only (dropout 0, the
+    filter off; the 32 beams and the 0.25 m radius stay); robot= swaps the robot."""
     from navexp import compose_config
     from navexp.experiment.run_config import load_run_config
 
-    trained = ["robot=diffdrive", "env.robot.safety_horizon_s=0.1", "env.lidar.dropout_prob=0.3"]
+    trained = [
+        "robot=diffdrive",
+        "env.robot.radius_m=0.25",
+        "env.robot.safety_horizon_s=0.1",
+        "env.lidar.dropout_prob=0.3",
+        "env.lidar.num_beams=32",
+    ]
     ckpt = {"_path": "run/model_5.pt", "infos": {"config": OmegaConf.to_container(compose_config(trained))}}
     cfg = load_run_config(ckpt, ["env=dense"])
-    assert cfg.env.robot.name == "diffdrive" and cfg.env.robot.safety_horizon_s == 0.1
-    assert cfg.env.lidar.dropout_prob == 0.3
-    assert list(cfg.env.obstacles.cylinder_count) == list(
-        compose_config(["env=dense"]).env.obstacles.cylinder_count
+    assert (cfg.env.robot.name, cfg.env.robot.radius_m, cfg.env.robot.safety_horizon_s) == (
+        "diffdrive",
+        0.25,
+        0.1,
     )
-    cfg = load_run_config(ckpt, ["env=dense", "env.lidar.dropout_prob=0", "robot=holonomic"])
-    assert cfg.env.lidar.dropout_prob == 0.0 and cfg.env.robot.name == "holonomic"
-    assert cfg.env.lidar.range_noise_std_m == compose_config([]).env.lidar.range_noise_std_m
+    assert (cfg.env.lidar.dropout_prob, cfg.env.lidar.num_beams) == (0.3, 32)
+    dense = compose_config(["env=dense"]).env.obstacles.cylinder_count
+    assert list(cfg.env.obstacles.cylinder_count) == list(dense) != [0, 0]
+    cfg = load_run_config(ckpt, ["env=dense", "env.lidar.dropout_prob=0", "env.robot.safety_horizon_s=0"])
+    assert (cfg.env.lidar.dropout_prob, cfg.env.lidar.num_beams) == (0.0, 32)
+    assert (cfg.env.robot.name, cfg.env.robot.radius_m, cfg.env.robot.safety_horizon_s) == (
+        "diffdrive",
+        0.25,
+        0.0,
+    )
+    cfg = load_run_config(ckpt, ["env=dense", "robot=holonomic"])
+    assert cfg.env.robot.name == "holonomic" and cfg.env.robot.radius_m == 0.2
 
 
 @pytest.mark.parametrize(

@@ -234,12 +234,13 @@ FAMILY_OFF = [f"env.maps.weights.{name}=0" for name in FAMILIES]
 """Every map family off: a test switches on the one it needs."""
 
 
-def test_a_path_cell_coarser_than_the_robot_radius_is_refused():
+def test_a_path_cell_that_can_step_over_the_thinnest_obstacle_is_refused():
     """A 0.1 m wall across the 8 m room, start (-3, 0), goal (3, 0), robot radius 0.2: with 0.2 m and
     0.4 m cells there is no free path; with 1 m cells the centres 0.5 m either side of the wall keep
-    0.45 m > 0.2 m from it, so the old check found the 6 m straight line (the wall, inflated by the
-    radius, is 0.1 + 2 x 0.2 = 0.5 m wide: under one 1 m cell). path_cell_m must be <= the radius
-    (0.2) and >= 8 m / 256 cells = 0.03125 m (0.001 asked for 197 GB)."""
+    0.45 m > 0.2 m from it, so the old check found the 6 m straight line. path_cell_m must stay below
+    (2 x 0.2 + 0.1) / 1.71 = 0.292 m (the thinnest default obstacle: 0.1 m walls) and at or above 8 m /
+    256 cells = 0.03125 m (0.001 asked for 197 GB). A 0.15 m robot keeps the default 0.2 m cell
+    ((0.3 + 0.1) / 1.71 = 0.234), a 0.1 m robot needs a finer one ((0.2 + 0.1) / 1.71 = 0.175)."""
     lay = Layout.empty(1, 0, 0, "cpu", 1)
     lay.wall_xy[:] = 0.0
     lay.wall_half[:] = torch.tensor([0.05, 4.0])  # 0.1 m thick, the room's whole 8 m
@@ -247,12 +248,17 @@ def test_a_path_cell_coarser_than_the_robot_radius_is_refused():
     lay.robot_xy[:], lay.goal_xy[:] = torch.tensor([-3.0, 0.0]), torch.tensor([3.0, 0.0])
     paths = [shortest_paths(lay, 4.0, 4.0, 0.2, cell).item() for cell in (0.2, 0.4, 1.0)]
     assert paths == [math.inf, math.inf, 6.0]
-    allowed = "allowed: 0.03125 <= path_cell_m <= robot.radius_m (0.2)"
-    for bad in ("1.0", "0.21", "0.001", "0.03"):
+    allowed = (
+        "allowed: 0.03125 <= path_cell_m < 0.2924: below (2 x robot.radius_m (0.2) + the thinnest obstacle"
+    )
+    for bad in ("1.0", "0.3", "0.001", "0.03"):
         message = _env_error(f"env.maps.path_cell_m={bad}")
         assert message.startswith(f"env config: maps.path_cell_m={bad} is invalid; {allowed}"), message
     assert _env_error("env.maps.path_cell_m=0.2") == _env_error("env.maps.path_cell_m=0.03125") == ""
-    assert _env_error("env.robot.radius_m=0.3", "env.maps.path_cell_m=0.3") == ""
+    assert _env_error("env.maps.path_cell_m=0.29") == ""
+    assert _env_error("env.robot.radius_m=0.15") == ""  # the default cell, a smaller robot
+    assert "path_cell_m < 0.1754" in _env_error("env.robot.radius_m=0.1")
+    assert _env_error("env.robot.radius_m=0.1", "env.maps.path_cell_m=0.15") == ""
 
 
 @pytest.mark.parametrize(

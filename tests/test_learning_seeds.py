@@ -31,6 +31,8 @@ if args[1] == "navexp.train":
     d = pathlib.Path(opts["hydra.run.dir"]); (d / ".hydra").mkdir(parents=True)
     (d / "config.yaml").write_text("seed: 1\\n")
     given = [a for a in args[2:] if not a.startswith("hydra.")]
+    if not any(a.startswith("size=") for a in given):
+        given.append("size=cpu")  # as the app records the preset it resolved
     (d / ".hydra" / "overrides.yaml").write_text("".join(f"- {{a}}\\n" for a in given))
     (d / "eval.json").write_text(json.dumps({{"success_rate": 1.0, "entries": {{"random": {{}}}}}}))
     print("[navexp] it 1/1")
@@ -143,12 +145,16 @@ def test_a_finished_run_of_other_overrides_is_reported_not_reused(tmp_path):
 
 
 def test_a_recipe_value_with_commas_stays_one_override(tmp_path):
+    """RECIPES="ppo.actor_hidden_dims=[64,64],ppo.model=mlp": two overrides, the list whole (before:
+    split into `ppo.actor_hidden_dims=[64` and `64]`, which Hydra refused)."""
     launch(tmp_path, tmp_path / "out", SEEDS="1", RECIPES="ppo.actor_hidden_dims=[64,64],ppo.model=mlp")
     (train,) = calls(tmp_path, "train")
     assert " ppo.actor_hidden_dims=[64,64] ppo.model=mlp seed=1 " in train
 
 
 def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
+    """OUT_DIR an existing file: exit 2 naming it, nothing launched (before: mkdir errors, a false
+    "wrote" line and exit 0)."""
     (tmp_path / "out").write_text("hi")
     result = launch(tmp_path, tmp_path / "out", SEEDS="1")
     assert (
@@ -159,6 +165,8 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
 
 
 def test_a_table_that_cannot_be_written_is_the_exit_status(tmp_path):
+    """navexp.compare failing for every table: the script names the tables and exits 1 (before: 0, with
+    the old tables left in place)."""
     result = launch(tmp_path, tmp_path / "out", SEEDS="1", COMPARE_FAILS="1")
     assert result.returncode == 1
     assert (

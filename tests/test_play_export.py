@@ -200,6 +200,22 @@ def test_play_refuses_its_bad_options_before_any_episode(run_dir, tmp_path, monk
     assert sorted(p.name for p in (run_dir / "plots").iterdir()) == plots
 
 
+def test_play_of_a_scenario_file_without_episodes_plays_every_entry(run_dir, tmp_path):
+    """The shipped maze_small map has 32 start/goal pairs, more than play's default 16 episodes: without
+    episodes= every pair plays once (before: refused, or only the first 16 played)."""
+    from navexp import play
+
+    metrics = play.main(
+        [
+            f"checkpoint={run_dir}",
+            "env.scenarios=maze_small",
+            "env.obstacles.wall_slots=64",
+            f"out={tmp_path}",
+        ]
+    )
+    assert metrics["num_episodes"] == 32
+
+
 def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
     """Exported with env.robot.safety_horizon_s=0.1, the action block holds the filter; a full-speed
     forward command 0.27 m from a wall ahead (3 cm beyond the 4 cm margin) becomes 0.03 m / 0.1 s =

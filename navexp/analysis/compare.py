@@ -109,8 +109,9 @@ def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run
 
 
 def check_evaluation_glob(pattern: str) -> None:
-    """``eval=`` is a file name pattern inside each run directory, not a path."""
-    if Path(pattern).is_absolute() or ".." in Path(pattern).parts or "/" in pattern:
+    """``eval=`` is a pattern inside each run directory (``segments/1/eval.json`` too), not a path
+    outside it."""
+    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
         raise ValueError(
             f"eval={pattern!r}: give a file name pattern inside each run directory, not a path "
             f"(eval.json, or eval='eval_*suite-ood*.json' for navexp.evaluate ... suite=ood)"

@@ -18,8 +18,8 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     size preset (``size=cpu``) sets the keys the preset sets. All values come from composing the
     app's config with the same overrides. A ``recipe=`` is refused: it sets how a policy is trained.
     ``env=<name>`` changes the world, not the robot: the run's ``env.robot`` (its drive, size and
-    safety filter) and ``env.lidar`` (beams and realism) stay unless the command line sets them
-    (``robot=...``, ``env.robot.*``, ``env.lidar.*``).
+    safety filter) and ``env.lidar`` (beams and realism) stay, with the command line's own keys
+    (``env.robot.*``, ``env.lidar.*``) applied on top; ``robot=...`` swaps the robot.
     """
     composed = compose_config(overrides)
     stored = (ckpt.get("infos") or {}).get("config")
@@ -44,26 +44,23 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
             keys |= {key, *preset_values(str(OmegaConf.select(composed, key)))}
         else:  # a key, or a group's node where the group lands (robot=diffdrive -> env.robot)
             keys.add(package)
-    kept = {
-        f"env.{part}": OmegaConf.to_container(cfg.env[part], resolve=False)
+    kept = {  # env=<name> swaps the world around the run's robot and sensor (unless robot= swaps it)
+        part: OmegaConf.to_container(cfg.env[part], resolve=False)
         for part in ROBOT_PARTS
-        if "env" in keys and not _sets(keys, f"env.{part}")
+        if "env" in keys and f"env.{part}" not in keys
     }
     with open_dict(cfg):
         for key in sorted(keys):  # every value is the composed one, so the order does not matter
             OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
-        for key, node in kept.items():  # env=<name> swaps the world around the run's robot and sensor
-            OmegaConf.update(cfg, key, node, merge=True)  # into the group's typed node: the run's values
+        for part, node in kept.items():
+            OmegaConf.update(cfg, f"env.{part}", node, merge=True)  # into the group's typed node
+            for key in sorted(k for k in keys if k.startswith(f"env.{part}.")):  # its keys given here
+                OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     return cfg
 
 
 ROBOT_PARTS = ("robot", "lidar")
 """The parts of ``env`` that are the robot, not its world: an ``env=<name>`` override keeps the run's."""
-
-
-def _sets(keys: set[str], node: str) -> bool:
-    """Whether the command line's keys set ``node`` or something inside it."""
-    return any(k == node or k.startswith(f"{node}.") for k in keys)
 
 
 def _stored_term_params(cfg: DictConfig, stored: dict) -> None:

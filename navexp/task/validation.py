@@ -20,6 +20,7 @@ from navexp.task.checks import check_range as _check_range
 from navexp.task.env_cfg import RobotCfg
 from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
 from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
+from navexp.task.maps.grid_path import grid_shape
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
 from navexp.task.robots import ROBOTS, robot_name
@@ -194,29 +195,56 @@ def _validate_maps(cfg: Any) -> None:
 
 
 def _check_path_cell(cfg: Any) -> None:
-    """``maps.path_cell_m``: no larger than the robot radius, and at most MAX_PATH_CELLS_PER_SIDE cells
-    along a room side.
+    """``maps.path_cell_m``: fine enough that the free-path check cannot step over the thinnest obstacle
+    the config draws, and at most MAX_PATH_CELLS_PER_SIDE cells along a room side (never above the robot
+    radius, so the range is never empty).
 
-    The free-path check (navexp.task.maps.grid_path) marks a cell free when its centre keeps the robot
-    radius r from every obstacle: an obstacle of thickness w > 0 becomes a blocked band w + 2 r > 2 r
-    wide. Every move of the grid passes through side-neighbouring free cells, whose centres lie one
-    cell c apart: the room side over a whole number of cells, c <= 1.25 path_cell_m (a side of over
-    2 r is more than 2 cells). With path_cell_m <= r, c <= 1.25 r < 2 r: no two neighbouring free
-    centres lie on both sides of a band, and the check cannot step over an obstacle, however thin (a
-    0.1 m wall included). The start's cell counts as free even when its centre is not, but the start
-    itself is outside the band: the next centre lies at most sqrt(1.5^2 + 0.5^2) c = 1.58 c <= 1.98 r
-    < 2 r from it, so not beyond the band either (the goal's cell likewise)."""
+    The check (navexp.task.maps.grid_path) marks a cell free when its centre keeps the robot radius r
+    from every obstacle: an obstacle of thickness w becomes a blocked band w + 2 r wide, and every move
+    of the grid passes through side-neighbouring free cells, one cell c apart (the room side over a
+    whole number of cells: c = path_cell_m in the 8 m room). The start's and goal's cells count as free
+    even when their centres are not (a start keeps r from obstacles, its cell centre lies within 0.71 c
+    of it), so a step over the band needs 1.71 c >= w + 2 r: the check is exact while 1.71 c < 2 r +
+    w_min, w_min the thinnest obstacle (``_thinnest_obstacle_m``: 0.1 m walls by default). At the
+    default 0.2 m radius that allows cells up to 0.29 m, at 0.15 m up to 0.23 m: the default 0.2 m
+    serves both; a 0.1 m robot needs 0.17 m."""
     maps, room, r = cfg.maps, cfg.room, cfg.robot.radius_m
     longest = max(room.size_x_m, room.size_y_m)
-    finest = longest / MAX_PATH_CELLS_PER_SIDE
+    finest = min(longest / MAX_PATH_CELLS_PER_SIDE, r)
+    thinnest = _thinnest_obstacle_m(cfg)
+    coarsest = (2 * r + thinnest) / 1.71
+    # The grid's own cell: the room side over a whole number of cells (at most 1.25 path_cell_m).
+    cell = (
+        max(grid_shape(room.size_x_m / 2, room.size_y_m / 2, maps.path_cell_m)[2:])
+        if maps.path_cell_m > 0
+        else 0
+    )
     _check(
-        finest <= maps.path_cell_m <= r,
+        finest <= maps.path_cell_m and cell < coarsest,
         "maps.path_cell_m",
         maps.path_cell_m,
-        f"{finest:.4g} <= path_cell_m <= robot.radius_m ({r}): no larger than the robot radius, so the "
-        f"free-path check cannot step over an obstacle, and at most {MAX_PATH_CELLS_PER_SIDE} cells along "
-        f"the room's {longest} m side",
+        f"{finest:.4g} <= path_cell_m < {coarsest:.4g}: below (2 x robot.radius_m ({r}) + the thinnest "
+        f"obstacle ({thinnest:g} m)) / 1.71, so the free-path check cannot step over an obstacle, and at "
+        f"most {MAX_PATH_CELLS_PER_SIDE} cells along the room's {longest} m side",
     )
+
+
+def _thinnest_obstacle_m(cfg: Any) -> float:
+    """The thinnest obstacle the env config draws: the room's walls, the random family's cylinders and
+    boxes, the structured families' walls (at their thinnest scale), the grid family's cells and the
+    cluttered family's cylinders. A scenario file's obstacles are not known here: a wall thinner than
+    these needs a finer ``path_cell_m`` (docs/configuration.md)."""
+    maps, obst = cfg.maps, cfg.obstacles
+    sizes = [cfg.room.wall_thickness_m, 2 * obst.cylinder_radius_m[0], 2 * obst.box_half_size_m[0]]
+    spec = MapSpec.from_env_cfg(cfg)
+    active = {name for name, _ in spec.active_families}
+    if active & {"corridor", "staggered", "cul_de_sac"}:
+        sizes.append(2 * maps.wall_half_thickness_m * maps.wall_thickness_scale[0])
+    if "grid" in active:
+        sizes.append(spec.cfg.grid.cell_m)
+    if "cluttered" in active:
+        sizes.append(2 * spec.cfg.cluttered.radius_m[0])
+    return float(min(sizes))
 
 
 def _check_robot_params(robot: Any) -> None:

@@ -68,8 +68,8 @@ MAP_ALLOWED = {
     "resolution": "a finite number > 0 (metres per pixel)",
     "origin": "a list [x, y, yaw] of 3 finite numbers (metres, metres, radians; yaw 0)",
     "occupied_thresh": "a number in [0, 1) (occupancy probability above which a pixel is a wall)",
-    "free_thresh": "a number in [0, 1] and below occupied_thresh (default 0.196, map_saver's; pixels below "
-    "it are free, those between it and occupied_thresh unknown and blocked like walls)",
+    "free_thresh": "a number in [0, 1] and below occupied_thresh (default 0.196, ROS 1 map_saver's; pixels "
+    "below it are free, those between it and occupied_thresh unknown and blocked like walls)",
     "negate": "0 | 1",
     "mode": "trinary | scale (both read the same here: free below free_thresh, all else blocked)",
     "num_pairs": "an integer >= 1 (start/goal pairs sampled in free space)",
@@ -79,8 +79,8 @@ MAP_ALLOWED = {
 """What each map YAML key allows, as the errors state it (no other key is accepted)."""
 
 DEFAULT_FREE_THRESH = 0.196
-"""``free_thresh`` when a map YAML has none: the value ``map_saver`` writes (a standard map's unknown
-grey, 205, is p = 50 / 255 = 0.196 + 8e-5: unknown)."""
+"""``free_thresh`` when a map YAML has none: the value ROS 1's ``map_saver`` writes (a standard map's
+unknown grey, 205, is p = 50 / 255 = 0.196 + 8e-5: unknown; nav2's map_saver writes 0.25)."""
 
 PAIR_KEYS = ("robot", "goal", "jitter")
 PAIR_SHAPE = "{robot: {x, y, yaw_deg}, goal: {x, y}, jitter}"

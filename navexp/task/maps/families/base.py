@@ -85,9 +85,9 @@ class MapsBaseCfg:
     shortest path (Layout.shortest_path_m). None: on when any family other than random has weight."""
     path_cell_m: float = 0.2
     """Occupancy-grid cell of the path check: the shortest path is exact to about one cell (plus at
-    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2). At most the
-    robot radius, so the check cannot step over an obstacle, and at least the room's longer side / 256
-    (``navexp.task.validation.MAX_PATH_CELLS_PER_SIDE``)."""
+    most 2.7 %); 0.1 is finer and 2-5x slower (one CPU thread: 2-4 ms a layout at 0.2). Below
+    (2 x robot radius + the thinnest obstacle) / 1.71, so the check cannot step over an obstacle, and at
+    least the room's longer side / 256 (``navexp.task.validation._check_path_cell``)."""
     path_margin_m: float = 0.0
     """Clearance the goal distance field (read by ``path_progress`` and ``truth_path_dist``) prefers
     beyond the robot's radius: a metre where the robot's edge passes closer than this to an obstacle
