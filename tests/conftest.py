@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from navexp import compose_config, make_env
+from navexp.task.maps.random_family import LayoutSpec
 from navexp.train import run
 
 BASE = ["env.device=cpu", "env.lidar.range_noise_std_m=0.0"]
@@ -72,3 +73,20 @@ def scenario_file(tmp_path: Path):
         return str(path)
 
     return write
+
+
+ROOM_SPEC = LayoutSpec(
+    half_x=4.0,
+    half_y=4.0,
+    cylinder_slots=2,
+    box_slots=2,
+    cylinder_count=(0, 0),
+    box_count=(0, 0),
+    cylinder_radius_m=(0.2, 0.2),
+    box_half_size_m=(0.2, 0.2),
+    wall_margin_m=0.5,
+    robot_radius_m=0.2,
+    spawn_clearance_m=0.15,
+    min_start_goal_dist_m=2.0,
+)
+"""The default 8 m x 8 m room, robot radius 0.2 m, spawn clearance 0.15 m: draws keep 0.35 m."""

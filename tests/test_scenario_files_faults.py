@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from conftest import ROOM_SPEC
 from PIL import Image
 
 from navexp.sim.layout import obstacle_distance
 from navexp.task.maps.families import MapSpec
-from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.scenario_files import (
     load_scenario_file,
     read_blocked,
@@ -27,21 +27,7 @@ from navexp.task.maps.scenario_files import (
     scenario_entry_names,
 )
 
-SPEC = LayoutSpec(
-    half_x=4.0,
-    half_y=4.0,
-    cylinder_slots=2,
-    box_slots=2,
-    cylinder_count=(0, 0),
-    box_count=(0, 0),
-    cylinder_radius_m=(0.2, 0.2),
-    box_half_size_m=(0.2, 0.2),
-    wall_margin_m=0.5,
-    robot_radius_m=0.2,
-    spawn_clearance_m=0.15,
-    min_start_goal_dist_m=2.0,
-    wall_slots=8,
-)
+SPEC = replace(ROOM_SPEC, wall_slots=8)
 """The default 8 m x 8 m room, robot radius 0.2 m, spawn clearance 0.15 m (draws keep 0.35 m), 8 wall
 slots."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import ROOM_SPEC
 
 from navexp import compose_config
 from navexp.analysis.rollout import evaluate
@@ -21,21 +22,7 @@ from navexp.task.maps.families import MapSpec
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path
 
-SPEC = LayoutSpec(
-    half_x=4.0,
-    half_y=4.0,
-    cylinder_slots=2,
-    box_slots=2,
-    cylinder_count=(0, 0),
-    box_count=(0, 0),
-    cylinder_radius_m=(0.2, 0.2),
-    box_half_size_m=(0.2, 0.2),
-    wall_margin_m=0.5,
-    robot_radius_m=0.2,
-    spawn_clearance_m=0.15,
-    min_start_goal_dist_m=2.0,
-)
-"""The default 8 m x 8 m room, robot radius 0.2 m, spawn clearance 0.15 m: draws keep 0.35 m."""
+SPEC = ROOM_SPEC
 
 # Start region x in [-3.5, -2.5], y in [-0.5, 0.5], yaw in [-180, 180] deg; goal region x in [2.5, 3.5],
 # y in [-0.5, 0.5]. A cylinder of radius 0.1 at (-3, 0.6) sits by the start region; a wall across the room
