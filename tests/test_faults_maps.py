@@ -17,13 +17,8 @@ from PIL import Image
 from navexp import compose_config
 from navexp.task.maps import MapSpec
 from navexp.task.maps.random_family import LayoutSpec
-from navexp.task.maps.scenario_files import (
-    MAX_MAP_PIXELS,
-    load_scenario_file,
-    read_map_header,
-    read_occupancy,
-    scenario_entry_names,
-)
+from navexp.task.maps.ros_map import MAX_MAP_PIXELS, read_map_header, read_occupancy
+from navexp.task.maps.scenario_files import load_scenario_file, scenario_entry_names
 
 SPEC = replace(LayoutSpec.from_env_cfg(compose_config(["env=families"]).env), wall_slots=8)
 """8 m room, 8 wall slots (the 5 m x 4 m maps take 4 for the room beyond them)."""
@@ -211,7 +206,7 @@ def test_a_map_whose_image_is_not_an_image_names_the_file(tmp_path):
 def test_the_limit_message_names_the_module_constant(tmp_path, monkeypatch):
     """With MAX_MAP_PIXELS lowered to 79, the valid 10 x 8 = 80 pixel map is refused: the guard
     compares W x H with the constant (strictly above)."""
-    import navexp.task.maps.scenario_files as sf
+    import navexp.task.maps.ros_map as sf
 
     path = _write(tmp_path)
     monkeypatch.setattr(sf, "MAX_MAP_PIXELS", 79)

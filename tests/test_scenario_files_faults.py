@@ -19,13 +19,8 @@ from PIL import Image
 
 from navexp.sim.layout import obstacle_distance
 from navexp.task.maps.families import MapSpec
-from navexp.task.maps.scenario_files import (
-    load_scenario_file,
-    read_blocked,
-    read_map_header,
-    read_occupancy,
-    scenario_entry_names,
-)
+from navexp.task.maps.ros_map import read_blocked, read_map_header, read_occupancy
+from navexp.task.maps.scenario_files import load_scenario_file, scenario_entry_names
 
 SPEC = replace(ROOM_SPEC, wall_slots=8)
 """The default 8 m x 8 m room, robot radius 0.2 m, spawn clearance 0.15 m (draws keep 0.35 m), 8 wall

@@ -108,7 +108,8 @@ def _check_obstacle(where: str, ob: object) -> None:
     check_mapping(where, kind, ob, keys, "{" + ", ".join(keys) + "}")
 
 
-def _num(entry: dict, key: str, where: str, default: float | None = None) -> float:
+def finite_number(entry: dict, key: str, where: str, default: float | None = None) -> float:
+    """``entry[key]`` as a float (``default`` when absent and given); else a ValueError naming ``where``."""
     if key not in entry:
         if default is not None:
             return default
@@ -140,15 +141,17 @@ def load_scenarios(
         where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
         robot, goal = e.get("robot") or {}, e.get("goal") or {}
         lay.robot_xy[i] = torch.tensor(
-            [_num(robot, "x", where + " robot"), _num(robot, "y", where + " robot")]
+            [finite_number(robot, "x", where + " robot"), finite_number(robot, "y", where + " robot")]
         )
-        lay.robot_yaw[i] = math.radians(_num(robot, "yaw_deg", where + " robot", 0.0))
-        lay.goal_xy[i] = torch.tensor([_num(goal, "x", where + " goal"), _num(goal, "y", where + " goal")])
+        lay.robot_yaw[i] = math.radians(finite_number(robot, "yaw_deg", where + " robot", 0.0))
+        lay.goal_xy[i] = torch.tensor(
+            [finite_number(goal, "x", where + " goal"), finite_number(goal, "y", where + " goal")]
+        )
         nc = nb = nw = 0
         for j, ob in enumerate(e.get("obstacles") or []):
             ow = f"{where} obstacle {j}"
             kind = ob["kind"]  # a known kind: checked by scenario_entries
-            vals = [_num(ob, k, ow) for k in KINDS[kind]]
+            vals = [finite_number(ob, k, ow) for k in KINDS[kind]]
             if min(vals[2:]) <= 0:
                 raise ValueError(f"{ow}: sizes {vals[2:]} must be > 0")
             if kind == "cylinder":
@@ -166,7 +169,7 @@ def load_scenarios(
                     raise ValueError(f"{ow}: more {plural} than env.obstacles.{kind}_slots={kind_slots}")
                 getattr(lay, f"{kind}_xy")[i, used] = torch.tensor(vals[:2])
                 getattr(lay, f"{kind}_half")[i, used] = torch.tensor(vals[2:])
-                getattr(lay, f"{kind}_yaw")[i, used] = math.radians(_num(ob, "yaw_deg", ow, 0.0))
+                getattr(lay, f"{kind}_yaw")[i, used] = math.radians(finite_number(ob, "yaw_deg", ow, 0.0))
                 getattr(lay, f"{kind}_active")[i, used] = True
                 if kind == "wall":
                     nw += 1

@@ -181,3 +181,19 @@ def expand_jittered(
     j = torch.arange(e * int(sizes.max()))
     entry = j % e
     return Layout.cat(parts).index(offsets[entry] + (j // e) % sizes[entry])
+
+
+def check_start_outside_goal(
+    entries: list[dict], wheres: list[str], lay: Layout, goal_radius_m: float
+) -> None:
+    """Refuse an entry without jitter whose start is within ``goal_radius_m`` of its goal: the env counts
+    a success when the robot's centre is closer than that, so the episode would succeed before the robot
+    moves (a jittered entry's cases are redrawn instead: ``draw_cases``)."""
+    dist = (lay.robot_xy - lay.goal_xy).norm(dim=1)
+    for i, (entry, where) in enumerate(zip(entries, wheres, strict=True)):
+        if entry.get("jitter") is None and float(dist[i]) <= goal_radius_m:
+            raise ValueError(
+                f"{where}: the robot starts {float(dist[i]):.3f} m from the goal, within "
+                f"goal_radius_m={goal_radius_m} m (the episode would count as a success before the robot "
+                f"moves); move them more than {goal_radius_m} m apart"
+            )
