@@ -293,7 +293,7 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
         url = f"{JOURNAL}{p.resolve()}"
     elif "://" in target or target.startswith(JOURNAL):
         url = target
-        file = target.removeprefix("sqlite:///").removeprefix(JOURNAL)
+        file = target.removeprefix("sqlite:///").removeprefix(JOURNAL).split("?")[0]  # no ?timeout=...
         if file != target and file != ":memory:" and not Path(file).is_file():  # a report creates no storage
             raise FileNotFoundError(f"{target}: no such study file {file}")
     else:
