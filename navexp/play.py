@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     if scenarios and not any(a.startswith("episodes=") for a in argv):  # the default plays every entry once
         entries = len(scenario_entry_names(resolve_scenario_path(str(scenarios))))
         if entries > episodes_n:
-            episodes_n = entries
-            cfg = load_run_config(ckpt, [*overrides, f"eval.num_episodes={episodes_n}"])
+            episodes_n = cfg.eval.num_episodes = entries
     check_scenario_episodes(cfg, "episodes")
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     check_play_folder(out, Path(ckpt["_path"]).parent)

@@ -172,12 +172,12 @@ def _validate_maps(cfg: Any) -> None:
     )
     _check(maps.rng in ("stream", "hashed"), "maps.rng", maps.rng, "stream | hashed")
     _check(maps.split in SPLITS, "maps.split", maps.split, " | ".join(SPLITS))
-    _check_path_cell(cfg)
     _check(maps.path_margin_m >= 0, "maps.path_margin_m", maps.path_margin_m, ">= 0 (0: plain metres)")
     _check(maps.path_margin_cost >= 0, "maps.path_margin_cost", maps.path_margin_cost, ">= 0")
     _check(maps.wall_half_thickness_m > 0, "maps.wall_half_thickness_m", maps.wall_half_thickness_m, "> 0")
     _check_range("maps.wall_thickness_scale", maps.wall_thickness_scale, 1e-3)
     spec = MapSpec.from_env_cfg(cfg)
+    _check_path_cell(cfg, spec)
     for name, _ in spec.active_families:  # a family that is off draws nothing: its keys are not checked
         family = REGISTRY[name]
         if family.cfg is not None:
@@ -194,7 +194,7 @@ def _validate_maps(cfg: Any) -> None:
             check_cluttered_slots(spec.cfg.cluttered, cfg)
 
 
-def _check_path_cell(cfg: Any) -> None:
+def _check_path_cell(cfg: Any, spec: MapSpec) -> None:
     """``maps.path_cell_m``: fine enough that the free-path check cannot step over the thinnest obstacle
     the config draws, and at most MAX_PATH_CELLS_PER_SIDE cells along a room side (never above the robot
     radius, so the range is never empty).
@@ -211,7 +211,7 @@ def _check_path_cell(cfg: Any) -> None:
     maps, room, r = cfg.maps, cfg.room, cfg.robot.radius_m
     longest = max(room.size_x_m, room.size_y_m)
     finest = min(longest / MAX_PATH_CELLS_PER_SIDE, r)
-    thinnest = _thinnest_obstacle_m(cfg)
+    thinnest = _thinnest_obstacle_m(cfg, spec)
     coarsest = (2 * r + thinnest) / 1.71
     # The grid's own cell: the room side over a whole number of cells (at most 1.25 path_cell_m).
     cell = (
@@ -229,14 +229,13 @@ def _check_path_cell(cfg: Any) -> None:
     )
 
 
-def _thinnest_obstacle_m(cfg: Any) -> float:
+def _thinnest_obstacle_m(cfg: Any, spec: MapSpec) -> float:
     """The thinnest obstacle the env config draws: the room's walls, the random family's cylinders and
     boxes, the structured families' walls (at their thinnest scale), the grid family's cells and the
     cluttered family's cylinders. A scenario file's obstacles are not known here: a wall thinner than
     these needs a finer ``path_cell_m`` (docs/configuration.md)."""
     maps, obst = cfg.maps, cfg.obstacles
     sizes = [cfg.room.wall_thickness_m, 2 * obst.cylinder_radius_m[0], 2 * obst.box_half_size_m[0]]
-    spec = MapSpec.from_env_cfg(cfg)
     active = {name for name, _ in spec.active_families}
     if active & {"corridor", "staggered", "cul_de_sac"}:
         sizes.append(2 * maps.wall_half_thickness_m * maps.wall_thickness_scale[0])
