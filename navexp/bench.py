@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from navexp.analysis.benchmark import bench_ppo, bench_slots, bench_worlds, format_table, machine
-from navexp.experiment.cli import parse_command_line, run_tool
+from navexp.config.cli import parse_command_line, run_tool
 from navexp.sim import resolve_device
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from navexp.analysis.benchmark import concurrent_table, measure, measure_concurrent, table
-from navexp.experiment.cli import parse_command_line, run_tool
+from navexp.config.cli import parse_command_line, run_tool
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from navexp.analysis.compare import Comparison, check_table_path, compare, markdown, plot, write_table
-from navexp.experiment.cli import HELP_FLAGS, help_text, run_tool
+from navexp.config.cli import HELP_FLAGS, help_text, run_tool
 
 OPTIONS = {"by": None, "out": None, "eval": None, "entry": None}
 USAGE = (

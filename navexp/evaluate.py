@@ -22,9 +22,9 @@ from omegaconf import DictConfig
 from navexp.analysis.eval_record import check_output, default_output, evaluation_record
 from navexp.analysis.rollout import EvalRun
 from navexp.analysis.suites import evaluate_suite
-from navexp.experiment.cli import parse_command_line, run_tool
-from navexp.experiment.run_config import load_run_config
-from navexp.experiment.suites import check_evaluation, check_scenarios_played
+from navexp.config.cli import parse_command_line, run_tool
+from navexp.config.run_config import load_run_config
+from navexp.config.suites import check_evaluation, check_scenarios_played
 from navexp.learn.checkpoint import load_policy, write_atomic
 
 USAGE = (

@@ -3,8 +3,8 @@
 TorchScript, ONNX and a numpy ``policy.npz`` with its metadata (``navexp.deploy.export``).
 """
 
+from navexp.config.cli import run_tool
 from navexp.deploy.export import main
-from navexp.experiment.cli import run_tool
 
 
 def cli() -> None:

@@ -22,9 +22,9 @@ from navexp.analysis.eval_record import evaluation_record
 from navexp.analysis.plots import save_trajectories, scene_info, write_plots
 from navexp.analysis.rollout import EvalRun, evaluate
 from navexp.analysis.video import write_episode_video
-from navexp.experiment.cli import parse_command_line, run_tool
-from navexp.experiment.run_config import load_run_config
-from navexp.experiment.suites import check_scenario_episodes
+from navexp.config.cli import parse_command_line, run_tool
+from navexp.config.run_config import load_run_config
+from navexp.config.suites import check_scenario_episodes
 from navexp.learn.checkpoint import load_policy
 from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 

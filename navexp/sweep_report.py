@@ -3,7 +3,7 @@
 Summary, trial table, parameter importances and plots of an Optuna study (``navexp.sweep.report``).
 """
 
-from navexp.experiment.cli import run_tool
+from navexp.config.cli import run_tool
 from navexp.sweep.report import main
 
 

@@ -32,8 +32,10 @@ from navexp.analysis.eval_record import (
 from navexp.analysis.plots import grid_figure, scene_info, write_plots
 from navexp.analysis.suites import eval_scalars, evaluate_suite
 from navexp.analysis.video import log_gif, write_video
-from navexp.experiment.config import register_configs
-from navexp.experiment.presets import add_overrides, applied_preset, override_value, size_override_argv
+from navexp.config.presets import add_overrides, applied_preset, override_value, size_override_argv
+from navexp.config.run_config import eval_env_cfg
+from navexp.config.schemas import register_configs
+from navexp.config.validation import validate_run_cfg
 from navexp.experiment.repro import (
     SEGMENT_FOLDERS,
     archive_segment,
@@ -41,9 +43,7 @@ from navexp.experiment.repro import (
     seed_everything,
     write_run_record,
 )
-from navexp.experiment.run_config import eval_env_cfg
 from navexp.experiment.rundir import claim_run_dir, releases_run_dirs
-from navexp.experiment.validation import validate_run_cfg
 from navexp.learn import distributed
 from navexp.learn.checkpoint import (
     check_resume,
@@ -96,7 +96,7 @@ def _logger_cfg(
         tags += [f"study:{optuna_record['study']}", *(f"objective:{o}" for o in optuna_record["objectives"])]
         tags += [f"searched:{k}" for k in optuna_record["params"]]
     return {
-        "class_name": "navexp.experiment.wandb_writer:WandbWriter",
+        "class_name": "navexp.learn.wandb_writer:WandbWriter",
         "project": str(lg.project),
         "mode": str(lg.mode),
         "entity": lg.entity,

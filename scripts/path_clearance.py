@@ -25,7 +25,7 @@ import torch
 
 from navexp import compose_config
 from navexp.analysis.rollout import EvalRun, run_episodes
-from navexp.experiment.run_config import eval_env_cfg, load_run_config
+from navexp.config.run_config import eval_env_cfg, load_run_config
 from navexp.learn.checkpoint import load_checkpoint
 from navexp.task.maps import MapSpec
 from navexp.task.maps.families import FAMILIES

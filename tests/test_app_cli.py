@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from navexp.experiment.cli import override_keys, parse_command_line
+from navexp.config.cli import override_keys, parse_command_line
 
 PLAY = {"checkpoint": None, "episodes": "16", "out": None}
 
@@ -73,7 +73,7 @@ def _sweeper_class(choice: str) -> type:
     from hydra import compose, initialize_config_dir
     from hydra.utils import get_class
 
-    from navexp.experiment.config import register_configs
+    from navexp.config.schemas import register_configs
     from navexp.paths import CONFIG_DIR
 
     register_configs()
@@ -105,7 +105,7 @@ def test_evaluate_records_every_episode_once_with_its_trajectory():
 
     from navexp import compose_config
     from navexp.analysis.rollout import evaluate
-    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.config.run_config import eval_env_cfg
     from navexp.task.env import NavEnv
 
     cfg = compose_config(
@@ -127,7 +127,7 @@ def test_a_run_stored_before_newer_keys_still_loads_with_their_defaults():
     those keys read their defaults (None, 0.0, holonomic), the run's own values stay (12 worlds,
     noise 0.03 m), and an override still wins."""
     from navexp import compose_config
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
 
     stored = OmegaConf.to_container(
         compose_config(["env.num_envs=12", "env.lidar.range_noise_std_m=0.03"]), resolve=False
@@ -152,7 +152,7 @@ def test_another_env_on_a_stored_run_keeps_its_robot_and_lidar():
     obstacles are dense's. A single key on the command line changes that key only (dropout 0, the
     filter off; the 32 beams and the 0.25 m radius stay); robot= swaps the robot."""
     from navexp import compose_config
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
 
     trained = [
         "robot=diffdrive",
@@ -196,7 +196,7 @@ def test_a_tools_bad_override_is_one_line(override, message, capsys):
     """evaluate, play and export compose the run's config with the command line: an override Hydra
     refuses ends the tool in one `error:` line (exit status 2), not Hydra's traceback."""
     from navexp import compose_config
-    from navexp.experiment.cli import run_tool
+    from navexp.config.cli import run_tool
 
     with pytest.raises(SystemExit) as stop:
         run_tool(lambda: compose_config([override]))

@@ -12,7 +12,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from navexp import compose_config
-from navexp.experiment import cli
+from navexp.config import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -134,7 +134,7 @@ def test_default_run_dirs_differ_within_one_second():
     """The default run dir ends in date_time_microseconds, so two launches in one second differ."""
     from hydra import compose, initialize_config_dir
 
-    from navexp.experiment.config import register_configs
+    from navexp.config.schemas import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):

@@ -11,7 +11,7 @@ from scipy import stats
 
 from navexp import compose_config
 from navexp.analysis.sync_audit import SyncAudit
-from navexp.experiment.validation import validate_env_cfg
+from navexp.config.validation import validate_env_cfg
 from navexp.sim.lidar import OFF, LidarRealism, RealismSpec, beam_spacing_deg, clamp_ranges
 
 MAX_R = 6.0
@@ -233,8 +233,8 @@ def test_train_with_realism_then_evaluate_with_and_without_it(tmp_path):
     from conftest import TINY
 
     from navexp import evaluate
+    from navexp.config.run_config import load_run_config
     from navexp.deploy.export import metadata
-    from navexp.experiment.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
     from navexp.train import run
 

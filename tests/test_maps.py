@@ -17,7 +17,7 @@ from conftest import build_env
 from scipy import stats
 
 from navexp import compose_config
-from navexp.experiment.validation import validate_env_cfg
+from navexp.config.validation import validate_env_cfg
 from navexp.sim.layout import Layout, obstacle_distance
 from navexp.task.maps import FAMILIES, MapSpec, generate_layouts
 from navexp.task.maps.grid_path import shortest_paths
@@ -198,7 +198,7 @@ def test_layout_ids_regenerate_the_layout_and_the_splits_never_share_a_seed():
     """env=families (hashed ids): every pool layout is regenerated bit for bit from (family, seed);
     training seeds lie below 2**40 and the evaluation config's at or above it, so no id is shared
     whatever the run seeds."""
-    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.config.run_config import eval_env_cfg
 
     cfg = compose_config(["env=families", "env.device=cpu"])
     spec, maps = LayoutSpec.from_env_cfg(cfg.env), MapSpec.from_env_cfg(cfg.env)
@@ -360,7 +360,7 @@ def test_a_checkpoint_config_from_before_map_families_still_builds_and_evaluates
     before map families) gives the random family only, no wall slots, and the evaluation config."""
     from omegaconf import OmegaConf
 
-    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.config.run_config import eval_env_cfg
 
     stored = OmegaConf.to_container(compose_config(["env.num_envs=2"]))
     del stored["env"]["maps"], stored["env"]["obstacles"]["wall_slots"]

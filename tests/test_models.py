@@ -31,7 +31,7 @@ def record(run_dir: Path, steps: int = 24):
     """The checkpoint's actor stepped on a 4-world env for ``steps`` steps (episodes end every 10 steps):
     the observations [T, 4, 78], the actions [T, 4, A], the ``dones`` after each step [T, 4] and the
     raw sensor values behind each observation."""
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
     from navexp.learn.models import reset_hidden
     from navexp.learn.rl_cfg import build_actor
@@ -381,7 +381,7 @@ def test_a_checkpoint_from_before_ppo_model_is_an_mlp(trained):
     (written before they existed) loads as ppo.model=mlp, and check_model accepts it as one."""
     import copy
 
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
     from navexp.learn.checkpoint import check_model, checkpoint_model, load_checkpoint
 
     old = copy.deepcopy(load_checkpoint(trained[1]))
@@ -417,7 +417,7 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tiny_run):
     after a step that ends world w, the next call sees world w's state all zeros and the other
     world's state non-zero."""
     from navexp.analysis.rollout import EvalRun, run_episodes
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(tiny_run([*RUN, *KINDS["rnn"]]))

@@ -308,7 +308,7 @@ def test_a_run_stored_before_the_encoding_param_still_reads_a_linear_scan(scenar
     from conftest import BASE
     from omegaconf import OmegaConf
 
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
 
     path = scenario_file("""
     scenarios:

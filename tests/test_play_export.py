@@ -30,7 +30,7 @@ def run_dir(tiny_run) -> Path:
 @pytest.fixture(scope="module")
 def recorded(run_dir):
     """The framework actor, 24 observations recorded from the env, and the raw sensor values behind them."""
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
     from navexp.learn.rl_cfg import build_actor
     from navexp.sim.layout import rotate_xy
@@ -222,10 +222,10 @@ def test_the_safety_filter_travels_with_the_export(run_dir, tmp_path):
     0.30 m/s with the yaw rate kept, and NumpyPolicy.command passes its network's command through it."""
     import json
 
+    from navexp.config.run_config import load_run_config
     from navexp.deploy import NumpyPolicy
     from navexp.deploy.export import export
     from navexp.deploy.safety_filter import apply_safety_filter
-    from navexp.experiment.run_config import load_run_config
     from navexp.learn.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(run_dir)

@@ -7,8 +7,8 @@ from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
 from navexp import compose_config
-from navexp.experiment.presets import applied_preset
-from navexp.experiment.run_config import load_run_config
+from navexp.config.presets import applied_preset
+from navexp.config.run_config import load_run_config
 
 TRAP_COMMAND = [
     "env=traps",

@@ -150,7 +150,7 @@ def test_evaluating_with_another_robot_fails_naming_both():
 
     from navexp import compose_config
     from navexp.analysis.rollout import EvalRun
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
 
     ckpt = {
         "_path": "run/model_9.pt",

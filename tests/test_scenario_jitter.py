@@ -15,7 +15,7 @@ from conftest import ROOM_SPEC
 
 from navexp import compose_config
 from navexp.analysis.rollout import evaluate
-from navexp.experiment.run_config import eval_env_cfg
+from navexp.config.run_config import eval_env_cfg
 from navexp.sim.layout import obstacle_distance
 from navexp.task.env import NavEnv
 from navexp.task.maps.families import MapSpec

@@ -14,7 +14,7 @@ from conftest import TINY
 from omegaconf import OmegaConf
 
 from navexp import compose_config
-from navexp.experiment.presets import preset_values, size_override_argv
+from navexp.config.presets import preset_values, size_override_argv
 
 ROOT = Path(__file__).parents[1]
 
@@ -135,7 +135,7 @@ def test_invalid_size_names_the_valid_options():
 def test_evaluation_with_another_size_takes_the_presets_keys():
     """load_run_config of a cpu-trained run with size=gpu: 4096 worlds and 1000 episodes, unless the
     command line also sets eval.num_episodes."""
-    from navexp.experiment.run_config import load_run_config
+    from navexp.config.run_config import load_run_config
 
     ckpt = {"infos": {"config": OmegaConf.to_container(compose_config(["size=cpu", "seed=5"]))}}
     cfg = load_run_config(ckpt, ["size=gpu"])

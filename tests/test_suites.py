@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from navexp import compose_config
 from navexp.analysis.rollout import evaluate
-from navexp.experiment.run_config import eval_env_cfg
+from navexp.config.run_config import eval_env_cfg
 from navexp.task.env import NavEnv
 from navexp.train import run
 
@@ -185,7 +185,7 @@ def test_an_unknown_suite_fails_listing_the_shipped_ones(suite_run, tmp_path):
 def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry(tmp_path):
     """An override key the config lacks: KeyError naming entry and key; a value validation rejects
     (more cylinders than slots): ValueError naming suite, entry and the key."""
-    from navexp.experiment.suites import check_suite
+    from navexp.config.suites import check_suite
 
     cfg = compose_config(["env.device=cpu"])
     typo = tmp_path / "typo.yaml"
@@ -201,7 +201,7 @@ def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry
 def test_shipped_suites_validate_against_the_default_config():
     """default has room then dense; families has one entry per map family, in FAMILIES order; ood has
     its four held-out geometries (tests/test_trap_geometry.py); all pass every entry's env validation."""
-    from navexp.experiment.suites import check_suite, load_suite, shipped_suites
+    from navexp.config.suites import check_suite, load_suite, shipped_suites
     from navexp.task.maps import FAMILIES
 
     cfg = compose_config(["env.device=cpu"])
@@ -283,8 +283,8 @@ def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(
     every entry draws its own layouts, would play the asked file nowhere: refused, naming the file and
     the entries. An entry that only turns the path check on still plays the file."""
     from navexp import evaluate
-    from navexp.experiment.suites import entry_config, load_suite
-    from navexp.experiment.validation import validate_run_cfg
+    from navexp.config.suites import entry_config, load_suite
+    from navexp.config.validation import validate_run_cfg
 
     path = scenario_file(THREE)
     cfg = compose_config(["env.device=cpu", f"env.scenarios={path}"])

@@ -603,7 +603,7 @@ def test_each_pruning_type_builds_its_optuna_pruner_and_a_typo_is_refused():
     from omegaconf import OmegaConf
 
     from navexp import compose_config
-    from navexp.experiment.validation import validate_run_cfg
+    from navexp.config.validation import validate_run_cfg
     from navexp.sweep.trial import pruner
 
     base = compose_config([]).sweep.pruning

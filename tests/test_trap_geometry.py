@@ -14,8 +14,8 @@ import torch
 from omegaconf import OmegaConf
 
 from navexp import compose_config
-from navexp.experiment.suites import load_suite
-from navexp.experiment.validation import validate_env_cfg
+from navexp.config.suites import load_suite
+from navexp.config.validation import validate_env_cfg
 from navexp.task.maps import MapSpec, generate_layouts
 from navexp.task.maps.random_family import LayoutSpec
 

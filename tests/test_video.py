@@ -30,7 +30,7 @@ def recorded():
     """Two held-out 1 s episodes (at most 10 control steps, 11 states) of a constant action."""
     from navexp.analysis.plots import scene_info
     from navexp.analysis.rollout import evaluate
-    from navexp.experiment.run_config import eval_env_cfg
+    from navexp.config.run_config import eval_env_cfg
     from navexp.task.env import NavEnv
 
     cfg = compose_config([*BASE, "env.num_envs=2", "env.episode_length_s=1.0", "eval.num_episodes=2"])
@@ -199,6 +199,6 @@ def test_invalid_video_options_fail_naming_the_value_and_the_choices(recorded, t
         with pytest.raises(ValueError, match="needs ffmpeg"):
             write_video(episodes, info, tmp_path / "e.mp4")
     with pytest.raises(ValueError, match=r"eval.video_episodes=-1 is invalid; allowed: an integer >= 0"):
-        from navexp.experiment.validation import validate_run_cfg
+        from navexp.config.validation import validate_run_cfg
 
         validate_run_cfg(compose_config([*BASE, "eval.video_episodes=-1"]))

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from navexp.analysis.sync_audit import SyncAudit
-from navexp.experiment.api import compose_config, make_env
+from navexp.config.api import compose_config, make_env
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.learn.runner import NavRunner
 from navexp.paths import ROOT

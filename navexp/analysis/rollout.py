@@ -1,6 +1,6 @@
 """Held-out rollouts of a policy: the one evaluation behind ``train``, ``evaluate`` and ``play``.
 
-- ``EvalRun.build``: the evaluation env (``navexp.experiment.run_config.eval_env_cfg``: held-out
+- ``EvalRun.build``: the evaluation env (``navexp.config.run_config.eval_env_cfg``: held-out
   layouts, ``auto_reset`` off, the evaluation world count) and rsl_rl's actor with the checkpoint's
   weights (``navexp.learn.rl_cfg.build_actor``);
 - ``run_episodes``: N episodes, each counted exactly once, deterministic actions, with per-round and
@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from navexp.analysis.nav_metrics import EpisodeTable, summarize
 from navexp.analysis.plots import Episode
-from navexp.experiment.run_config import eval_env_cfg
+from navexp.config.run_config import eval_env_cfg
 from navexp.learn.checkpoint import check_compatible, check_model, check_robot
 from navexp.learn.models import reset_hidden
 from navexp.learn.rl_cfg import build_actor

@@ -1,4 +1,4 @@
-"""Running evaluation suites (``navexp.experiment.suites`` loads and checks them): one evaluation per
+"""Running evaluation suites (``navexp.config.suites`` loads and checks them): one evaluation per
 entry, the main entry's metrics at the top level of eval.json and every entry's under ``entries``, and
 the scalars logged as ``Eval/<metric>``, ``Eval/<entry>/<metric>`` and
 ``Eval/<entry>/<family or scenario>/<metric>``.
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from navexp.analysis.rollout import evaluate
-from navexp.experiment.suites import entry_config, load_suite
+from navexp.config.suites import entry_config, load_suite
 
 if TYPE_CHECKING:
     from navexp.analysis.plots import Episode

@@ -22,7 +22,7 @@ from matplotlib.animation import FFMpegWriter, FuncAnimation, PillowWriter, writ
 from matplotlib.collections import LineCollection  # noqa: E402
 
 from navexp.analysis.plots import END_STYLE, Episode, SceneInfo, beam_segments, draw_robot, draw_scene  # noqa: E402
-from navexp.experiment.wandb_writer import gif_summary  # noqa: E402
+from navexp.learn.wandb_writer import gif_summary  # noqa: E402
 
 FORMATS = ("gif", "mp4")
 

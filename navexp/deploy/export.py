@@ -28,8 +28,8 @@ import torch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 
-from navexp.experiment.cli import parse_command_line
-from navexp.experiment.run_config import load_run_config
+from navexp.config.cli import parse_command_line
+from navexp.config.run_config import load_run_config
 from navexp.learn.checkpoint import check_model, check_robot, load_policy
 from navexp.learn.models import get_model
 from navexp.learn.rl_cfg import build_actor

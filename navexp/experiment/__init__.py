@@ -1,7 +1,7 @@
-"""One experiment's configuration and records: the typed config schemas stored in Hydra's
-ConfigStore, validation (once per run), size presets, the tools' command-line parsing, run
-directories and their lock, the reproducibility record, log writers (TensorBoard, W&B), stored-run
-configs and evaluation suites as config, and the small Python API (``compose_config``, ``make_env``).
+"""Running one experiment: the training run (``training``: prepare -> build -> learn -> finish), its
+run directory and lock (``rundir``) and the reproducibility record (``repro``).
 
-May import: ``navexp.learn``, ``navexp.task``, ``navexp.sim``. Never analysis, sweep or deploy.
+May import: ``navexp.analysis`` (the final evaluation), ``navexp.config``, ``navexp.learn``,
+``navexp.task``, ``navexp.sim``. Never sweep, deploy or the entry points: a sweep trial's objective and
+pruning reach a run as hooks handed in by the entry point (``training.RunHooks``).
 """

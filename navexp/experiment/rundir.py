@@ -23,7 +23,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from navexp.experiment.validation import validate_run_cfg
+from navexp.config.validation import validate_run_cfg
 from navexp.learn.checkpoint import check_resume_source, find_checkpoints, load_checkpoint
 
 LOCK_NAME = ".navexp.lock"

@@ -2,6 +2,6 @@
 search spaces (``space``), many workers on one storage (``parallel``), the trial's objective and
 pruning (``trial``) and the study report (``report``).
 
-May import: ``navexp.analysis``, ``navexp.experiment``, ``navexp.learn``, ``navexp.task``,
+May import: ``navexp.experiment``, ``navexp.analysis``, ``navexp.config``, ``navexp.learn``, ``navexp.task``,
 ``navexp.sim``. Never deploy or the entry points.
 """

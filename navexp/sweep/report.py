@@ -19,7 +19,7 @@ import optuna
 from optuna.trial import TrialState
 from optuna.visualization import matplotlib as ovm
 
-from navexp.experiment.validation import check_path_name
+from navexp.config.validation import check_path_name
 from navexp.sweep.storage import JOURNAL, journal_path, open_storage, study_names
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import optuna
 from omegaconf import DictConfig
 
-from navexp.experiment.validation import PRUNERS
+from navexp.config.validation import PRUNERS
 from navexp.sweep.storage import open_storage
 
 

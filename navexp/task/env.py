@@ -50,7 +50,7 @@ class NavEnv(VecEnv):
         """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``.
 
         The env config is validated first unless the caller did (``validated``: a training validates
-        its whole config once, in ``navexp.experiment.validation.validate_run_cfg``)."""
+        its whole config once, in ``navexp.config.validation.validate_run_cfg``)."""
         env_cfg = cfg.env
         if not validated:
             validate_env_cfg(env_cfg)  # before anything is built

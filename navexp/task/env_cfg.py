@@ -1,5 +1,5 @@
 """Typed schema of the ``env`` config group (room, obstacles, robot, LiDAR, simulator, map families),
-registered by ``navexp.experiment.config.register_configs`` as ``base_env``. Cross-field checks live in
+registered by ``navexp.config.schemas.register_configs`` as ``base_env``. Cross-field checks live in
 ``navexp.task.validation.validate_env_cfg``.
 """
 

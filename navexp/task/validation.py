@@ -1,7 +1,7 @@
 """Checks of the env config that its schema cannot express; they run before anything is built.
 
 ``validate_env_cfg`` guards the env group: NavEnv calls it unless the caller has validated the whole
-run already (``navexp.experiment.validation.validate_run_cfg`` calls it once per run).
+run already (``navexp.config.validation.validate_run_cfg`` calls it once per run).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ it (metadata, and the arrays its numpy twin reads; the twin itself is registered
 
 Adding a model: a module here with a ``ModelKind`` subclass (``name``, ``rsl_rl_cfg``, and ``check``,
 ``export_meta``, ``numpy_weights`` where it has keys or exports), its keys in ``PpoCfg``
-(``navexp.experiment.config``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
+(``navexp.config.schemas``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
 deploys.
 """
 
@@ -84,7 +84,7 @@ def is_recurrent(p: Any) -> bool:
 def check_model_cfg(p: Any, lidar_enabled: bool) -> None:
     """Raise ValueError naming the key, the value and what is allowed for the ``ppo.model*`` keys
     (the recurrent mini-batch bound needs ``env.num_envs``:
-    ``navexp.experiment.validation.validate_run_cfg``)."""
+    ``navexp.config.validation.validate_run_cfg``)."""
     get_model(str(p.model)).check(p, lidar_enabled)
     critic = critic_kind(p)
     if critic not in MODELS:

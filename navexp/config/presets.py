@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from navexp.experiment.cli import override_keys
+from navexp.config.cli import override_keys
 from navexp.paths import CONFIG_DIR
 
 SIZE_DIR = CONFIG_DIR / "size"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from navexp.experiment.api import compose_config
-from navexp.experiment.cli import group_package, override_keys
-from navexp.experiment.presets import preset_values
+from navexp.config.api import compose_config
+from navexp.config.cli import group_package, override_keys
+from navexp.config.presets import preset_values
 from navexp.paths import CONFIG_DIR
 
 

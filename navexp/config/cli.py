@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 
 from hydra.errors import HydraException
 
-from navexp.experiment.config import ExperimentCfg
+from navexp.config.schemas import ExperimentCfg
 from navexp.paths import CONFIG_DIR
 
 

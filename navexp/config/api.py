@@ -5,8 +5,8 @@ from __future__ import annotations
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from navexp.experiment.config import register_configs
-from navexp.experiment.presets import resolve_size_overrides
+from navexp.config.presets import resolve_size_overrides
+from navexp.config.schemas import register_configs
 from navexp.paths import CONFIG_DIR
 from navexp.task.env import NavEnv
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from navexp.experiment.config import check_path_name
-from navexp.experiment.suites import check_evaluation
+from navexp.config.schemas import check_path_name
+from navexp.config.suites import check_evaluation
 from navexp.learn.models import check_model_cfg, is_recurrent
 from navexp.task.checks import check_all_finite
 from navexp.task.curriculum import make_curriculum

@@ -159,7 +159,7 @@ class EvalCfg:
     video_max_frames: int = 200
     """At most this many frames in the final evaluation's GIF (longer episodes show every n-th step)."""
     suite: str | None = "default"
-    """Suite of the final evaluation (configs/suites/<name>.yaml or a path; navexp/experiment/suites.py):
+    """Suite of the final evaluation (configs/suites/<name>.yaml or a path; navexp/config/suites.py):
     its first entry gives eval.json's top-level metrics, every entry its own under ``entries``. None:
     the run's env only."""
 

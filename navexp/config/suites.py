@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
-from navexp.experiment.run_config import eval_env_cfg
+from navexp.config.run_config import eval_env_cfg
 from navexp.paths import CONFIG_DIR
 from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 from navexp.task.validation import validate_env_cfg
