@@ -21,8 +21,9 @@ from conftest import NO_MEDIA, TINY
 from omegaconf import OmegaConf
 
 from navexp import compose_config
+from navexp.experiment.launch import resume_overrides_argv
 from navexp.learn.runner import NonFiniteLossError
-from navexp.train import resume_overrides_argv, run
+from navexp.train import run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = [*TINY, *NO_MEDIA, "eval.enabled=false", "size=none"]
@@ -281,7 +282,7 @@ def test_a_sigterm_that_a_library_turns_into_its_own_error_is_still_the_interrup
     """A SIGTERM whose KeyboardInterrupt a library replaces with its own error (omegaconf's cleanup
     after an interrupted merge raised AttributeError, seen as 'suite ...: NoneType object has no
     attribute _invalidate_flags_cache') still ends as the interruption, naming the saved checkpoint."""
-    import navexp.train as train
+    from navexp.experiment.training import TrainingRun
 
     def finish_mangled(*args, **kwargs):
         try:
@@ -290,7 +291,7 @@ def test_a_sigterm_that_a_library_turns_into_its_own_error_is_still_the_interrup
             raise AttributeError("'NoneType' object has no attribute '_invalidate_flags_cache'") from None
         raise AssertionError("the SIGTERM handler did not run")
 
-    monkeypatch.setattr(train, "_finish", finish_mangled)
+    monkeypatch.setattr(TrainingRun, "finish", finish_mangled)
     overrides = [*TINY, *NO_MEDIA, "size=none"]
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt, match="signal 15"):

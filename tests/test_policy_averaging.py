@@ -99,18 +99,18 @@ def test_a_run_averages_its_last_checkpoints_and_evaluates_the_average(tmp_path,
     """A 3-iteration run saving every iteration with ppo.average_checkpoints=2: model_2_avg2.pt holds the
     mean of model_1.pt and model_2.pt, the final evaluation ran that policy and eval.json names it,
     `navexp.evaluate` and `navexp.export` of the run dir read it, and resume refuses it, naming model_2.pt."""
-    import navexp.train as train_module
+    import navexp.experiment.training as training
     from navexp import evaluate
     from navexp.deploy import export
 
     seen = {}
-    original = train_module._evaluate_and_plot
+    original = training.evaluate_and_plot
 
     def spy(policy, cfg, run_dir):
         seen["state"] = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
         return original(policy, cfg, run_dir)
 
-    monkeypatch.setattr(train_module, "_evaluate_and_plot", spy)
+    monkeypatch.setattr(training, "evaluate_and_plot", spy)
     overrides = [*RUN, "ppo.average_checkpoints=2"]
     run_dir = tmp_path / "run"
     run(compose_config(overrides), run_dir, overrides, quiet=True)

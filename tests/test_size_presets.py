@@ -147,7 +147,7 @@ def test_evaluation_with_another_size_takes_the_presets_keys():
 def test_every_torchrun_rank_resolves_the_same_size(monkeypatch):
     """Under torchrun each rank's command line gets the same size= (rank 1 also its no-run-dir overrides,
     after it, so Hydra still reads one run of overrides)."""
-    from navexp.train import app_argv
+    from navexp.experiment.launch import app_argv
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     expected = "size=gpu" if torch.cuda.is_available() else "size=cpu"

@@ -1,7 +1,8 @@
 """Inside a trial: the objective from the evaluation, metrics into the study, early stopping (pruning).
 
 The plugin passes no trial object to the job; the sweeper passes ``sweep.trial_id`` and the storage
-instead, so the job loads the study and reports to its own trial.
+instead, so the job loads the study and reports to its own trial. The training run itself knows nothing
+of Optuna: the entry point hands it ``trial_hooks(cfg)`` (pruning, metrics into the study, the W&B record).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import optuna
 from omegaconf import DictConfig
 
 from navexp.config.validation import PRUNERS
+from navexp.experiment.hooks import RunHooks
 from navexp.sweep.storage import open_storage
 
 
@@ -117,3 +119,31 @@ def record_metrics(cfg: DictConfig, metrics: dict, run_dir: str) -> None:
     ):
         if metrics.get(key) is not None:
             trial.set_user_attr(key, metrics[key])
+
+
+def trial_hooks(cfg: DictConfig) -> RunHooks:
+    """What a sweep trial adds to its training run: the pruning callback, the metrics stored in its trial,
+    and its W&B run marked as a trial (``job_type="trial"``, the study and what was searched as tags,
+    ``config.optuna``, the trial's state and objective values in the summary). Outside a sweep: no hooks."""
+    record = trial_record(cfg)
+    if record is None:
+        return RunHooks()
+    prune = pruning_callback(cfg)
+    tags = [f"study:{record['study']}", *(f"objective:{o}" for o in record["objectives"])]
+
+    def summary(state: str, metrics: dict | None) -> dict:
+        out = {"optuna/state": state}
+        if metrics is not None:
+            value = objective(cfg, metrics)
+            values = value if isinstance(value, list) else [value]
+            out.update({f"optuna/{k}": v for k, v in zip(cfg.sweep.objectives, values, strict=True)})
+        return out
+
+    return RunHooks(
+        iteration_callbacks=[prune] if prune is not None else [],
+        on_metrics=lambda metrics, run_dir: record_metrics(cfg, metrics, str(run_dir)),
+        wandb_config={"optuna": record},
+        wandb_tags=[*tags, *(f"searched:{k}" for k in record["params"])],
+        job_type="trial",
+        summary=summary,
+    )

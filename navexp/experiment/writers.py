@@ -1,0 +1,94 @@
+"""The run's log writer: rsl_rl's ``logger`` entry (TensorBoard, or navexp's W&B writer), how the writer
+ends when the run does, and the final evaluation's figures, scalars and hparams."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from navexp.analysis.eval_record import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
+from navexp.analysis.suites import eval_scalars
+from navexp.analysis.video import log_gif
+from navexp.experiment.hooks import RunHooks
+
+
+def logger_entry(
+    cfg: DictConfig, run_dir: Path, run_id: str | None, hooks: RunHooks, first_step: int | None = None
+) -> str | dict:
+    """rsl_rl's logger entry: TensorBoard, or navexp's W&B writer, with what the hooks add (a sweep trial's
+    run is marked as one: ``job_type="trial"``, tags, and ``config.optuna``: what was searched). A
+    resume's writer hides the run's events from ``first_step`` on (TensorBoard's ``purge_step``): what an
+    earlier segment logged after the checkpoint it continues (a run killed past its last save, a branch
+    from an earlier checkpoint) leaves the curves, which the resumed segment draws again."""
+    lg = cfg.logger
+    if lg.type == "tensorboard":
+        if first_step is None:
+            return "tensorboard"
+        return {
+            "class_name": "torch.utils.tensorboard:SummaryWriter",
+            "flush_secs": 10,
+            "purge_step": first_step,
+        }
+    config = {**OmegaConf.to_container(cfg, resolve=True), **hooks.wandb_config}
+    return {
+        "class_name": "navexp.learn.wandb_writer:WandbWriter",
+        "project": str(lg.project),
+        "mode": str(lg.mode),
+        "entity": lg.entity,
+        "group": lg.group or str(cfg.experiment_name),
+        "name": lg.name or run_dir.name,
+        "tags": [*lg.tags, *hooks.wandb_tags],
+        "run_id": run_id,
+        "config": config,
+        "job_type": hooks.job_type,
+        "purge_step": first_step,
+    }
+
+
+def close_writer(writer, error: BaseException, hooks: RunHooks) -> None:
+    """A run that ends early: its W&B run records why and is finished as failed, except a pruned trial,
+    which is a normal end."""
+    if not hasattr(writer, "finish"):
+        return
+    pruned = type(error).__name__ == "TrialPruned"
+    state = "pruned" if pruned else "interrupted" if isinstance(error, KeyboardInterrupt) else "fail"
+    summary = {"run/state": state, "run/error": f"{type(error).__name__}: {error}"}
+    writer.log_summary({**summary, **hooks.summary(state, None)})
+    writer.finish(exit_code=0 if pruned else 1)
+
+
+def finish_writer(writer, metrics: dict, hooks: RunHooks) -> None:
+    """A run that completed: its W&B run records the state (and what the hooks add) and is finished."""
+    if hasattr(writer, "finish"):
+        writer.log_summary({"run/state": "complete", **hooks.summary("complete", metrics)})
+        writer.finish()
+
+
+def hparams(cfg: DictConfig) -> dict:
+    """Flat hyperparameters for TensorBoard's hparams view (PPO keys and reward weights)."""
+    hp = {
+        f"ppo.{k}": v for k, v in OmegaConf.to_container(cfg.ppo).items() if isinstance(v, (int, float, str))
+    }
+    hp.update({f"reward.{k}": float(v.weight) for k, v in cfg.reward.terms.items()})
+    hp.update({"seed": int(cfg.seed), "env.num_envs": int(cfg.env.num_envs)})
+    return hp
+
+
+def log_final(writer, cfg: DictConfig, metrics: dict, it: int, figures: dict, videos: dict) -> None:
+    """The final evaluation in the run's log: its figures and GIF, ``Eval/...`` scalars and the hparams
+    view (the main entry's metrics)."""
+    if writer is None:
+        return
+    for tag, fig in figures.items():
+        writer.add_figure(tag, fig, it)  # closes the figure
+    for tag, path in videos.items():
+        log_gif(writer, tag, path, it)
+    scalars = eval_scalars(metrics, skip=RECORD_KEYS)  # Eval/<metric>, Eval/<entry>/[<group>/]<metric>
+    for tag, value in scalars.items():
+        writer.add_scalar(tag, value, it)
+    main = {f"hparam/{k[5:]}": v for k, v in scalars.items() if k.count("/") == 1}  # the main entry's
+    writer.add_hparams(hparams(cfg), main, run_name="hparams")
+    if hasattr(writer, "log_summary"):
+        writer.log_summary(scalars)
+    writer.flush()
