@@ -1,5 +1,6 @@
-"""README.md and docs/ stay true: every command they show composes or parses as the tool would take
-it, every module path and Python name they mention exists, every relative link resolves."""
+"""README.md, docs/, BENCHMARKS.md and the experiment log docs/experiments/ stay true: every command they
+show composes or parses as the tool would take it, every module path and Python name they mention exists,
+every relative link resolves, and every anchor of a link between them names a heading."""
 
 from __future__ import annotations
 
@@ -16,12 +17,21 @@ from navexp.config import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+"""The user's pages: README.md and docs/*.md, each linked from the README."""
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+LOG = ROOT / "docs" / "experiments"
+PAGES = [*DOCS, BENCHMARKS, *sorted(LOG.glob("*.md"))]
+"""Every page checked: the user's pages, the measured figures and the experiment log behind them."""
 TOOLS = ("train", "evaluate", "play", "export", "bench", "bench_dist", "sweep_report", "compare")
 HYDRA_FLAGS = ("--help", "--hydra-help", "--cfg", "-sc", "--info")
 
 
 class ParsedOnly(Exception):
     """Raised by the patched parser: the command line parsed, nothing else needs to run."""
+
+
+def _name(doc: Path) -> str:
+    return doc.relative_to(ROOT).as_posix()  # docs/experiments/README.md, not README.md
 
 
 def _text(doc: Path) -> str:
@@ -45,10 +55,20 @@ def _clean(token: str) -> str | None:
     return f"{key}{sep}{value}"
 
 
+def _first_of_each(found: list[tuple]) -> list[tuple]:
+    """Each command once, under the first page that shows it (BENCHMARKS.md repeats some of the log's)."""
+    seen, unique = set(), []
+    for doc, *command in found:
+        if repr(command) not in seen:
+            seen.add(repr(command))
+            unique.append((doc, *command))
+    return unique
+
+
 def documented_commands() -> list[tuple[str, str, list[str]]]:
-    """(doc, tool, arguments) of every ``python -m navexp.<tool>`` command in README.md and docs/."""
+    """(doc, tool, arguments) of every ``python -m navexp.<tool>`` command of the checked pages."""
     found = []
-    for doc in DOCS:
+    for doc in PAGES:
         for line in _text(doc).splitlines():
             for m in re.finditer(r"python -m navexp\.(\w+)([^`#\n]*)", line):
                 tool, rest = m.group(1), m.group(2)
@@ -57,19 +77,79 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
                     continue  # Hydra's own flags: nothing of navexp's to check
                 if not args and tool in ("evaluate", "play", "export", "sweep_report", "compare"):
                     continue  # the tool named in prose, not a command line
-                found.append((doc.name, tool, args))
-    return found
+                found.append((_name(doc), tool, args))
+    return _first_of_each(found)
 
 
 COMMANDS = documented_commands()
 
 
+def _recipe_overrides(recipe: str) -> list[str]:
+    """One word of RECIPES split as scripts/learning_seeds.sh splits it: at the commas outside [...],
+    {...} and (...)."""
+    words, word, depth = [], "", 0
+    for c in recipe:
+        depth += (c in "[{(") - (c in "]})")
+        if c == "," and depth == 0:
+            words.append(word)
+            word = ""
+        else:
+            word += c
+    return [*words, word]
+
+
+SCRIPT = re.compile(r'((?:\b[A-Z_]+=(?:"[^"]*"|\S+)\s+)*)bash scripts/learning_seeds\.sh([^`#\n]*)')
+"""``[VAR=value ...] bash scripts/learning_seeds.sh ARGS``: the environment words, then the arguments."""
+
+
+def learning_seeds_commands() -> list[tuple[str, list[str]]]:
+    """(doc, overrides of one training) for every recipe of every ``[RECIPES=...] bash
+    scripts/learning_seeds.sh OUT_DIR [overrides]`` of the checked pages, in the script's order:
+    ``eval.suite=families``, the overrides after OUT_DIR, the recipe's, ``seed=``."""
+    found = []
+    for doc in PAGES:
+        for line in _text(doc).splitlines():
+            for m in SCRIPT.finditer(line):
+                env = dict(a.split("=", 1) for a in shlex.split(m.group(1)))
+                rest = re.sub(r"\[[A-Za-z][^]=,]* [^]=,]*\]", "", m.group(2))  # "[training overrides]"
+                args = [a for t in shlex.split(rest) if (a := _clean(t)) is not None]
+                if not args:
+                    continue  # the script named in prose
+                for recipe in env.get("RECIPES", "ppo.model=mlp ppo.model=rnn").split():
+                    seed = env.get("SEEDS", "1").split()[0]
+                    overrides = ["eval.suite=families", *args[1:], *_recipe_overrides(recipe), f"seed={seed}"]
+                    found.append((_name(doc), overrides))
+    return _first_of_each(found)
+
+
+SCRIPT_RUNS = learning_seeds_commands()
+
+
 def test_readme_is_short_and_every_document_is_linked_from_it():
-    """README.md stays a door (<= 300 lines) and names every file of docs/."""
+    """README.md stays a door (<= 300 lines) and names every file of docs/ and the experiment log's
+    index."""
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
     for doc in DOCS[1:]:
         assert f"docs/{doc.name}" in readme, doc.name
+    assert "](docs/experiments/README.md)" in readme
+
+
+def test_benchmarks_is_a_short_reference_and_points_at_the_log():
+    """BENCHMARKS.md holds today's figures (<= 250 lines) and links the experiment log's index."""
+    text = BENCHMARKS.read_text()
+    assert len(text.splitlines()) <= 250
+    assert "](docs/experiments/README.md)" in text
+
+
+def test_every_log_entry_is_linked_from_the_index_and_back():
+    """docs/experiments/README.md links every file of docs/experiments/, and each links back to it."""
+    index = (LOG / "README.md").read_text()
+    entries = sorted(p for p in LOG.glob("*.md") if p.name != "README.md")
+    assert entries
+    for entry in entries:
+        assert f"]({entry.name})" in index or f"]({entry.name}#" in index, entry.name
+        assert "[Back to the index](README.md)" in entry.read_text(), entry.name
 
 
 def test_the_commands_were_found():
@@ -77,6 +157,9 @@ def test_the_commands_were_found():
     tools = {tool for _, tool, _ in COMMANDS}
     assert set(TOOLS) <= tools
     assert sum(tool == "train" for _, tool, _ in COMMANDS) >= 20
+    pages = {doc for doc, _, _ in COMMANDS} | {doc for doc, _ in SCRIPT_RUNS}
+    assert {"BENCHMARKS.md", "docs/experiments/2026-12-07-trap-recipe-10-seeds.md"} <= pages
+    assert len(SCRIPT_RUNS) >= 30
 
 
 @pytest.mark.parametrize(("doc", "args"), [(d, a) for d, t, a in COMMANDS if t == "train"])
@@ -93,6 +176,14 @@ def test_documented_train_commands_compose(doc, args):
     ]
     cfg = compose_config(plain)
     assert cfg.env.num_envs >= 1, (doc, args, multirun)
+
+
+@pytest.mark.parametrize(("doc", "overrides"), SCRIPT_RUNS)
+def test_documented_learning_seeds_commands_compose(doc, overrides):
+    """Every `RECIPES="..." bash scripts/learning_seeds.sh OUT_DIR [overrides]`: each recipe's training,
+    as the script composes it (its overrides, the recipe's, a seed), composes on the app's config."""
+    cfg = compose_config(overrides)
+    assert cfg.env.num_envs >= 1, (doc, overrides)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +239,7 @@ def test_documented_compare_commands_parse(args, monkeypatch):
 
 
 def _mentions(pattern: str) -> list[tuple[str, str]]:
-    return sorted({(doc.name, m.group(0)) for doc in DOCS for m in re.finditer(pattern, doc.read_text())})
+    return sorted({(_name(doc), m.group(0)) for doc in PAGES for m in re.finditer(pattern, doc.read_text())})
 
 
 @pytest.mark.parametrize(("doc", "path"), _mentions(r"\bnavexp/[\w/]+(?:\.py|/)"))
@@ -183,7 +274,44 @@ def test_every_python_name_exists(doc, name):
 
 @pytest.mark.parametrize(("doc", "target"), _mentions(r"\]\(((?!https?:|#)[^)#\s]+)"))
 def test_every_relative_link_resolves(doc, target):
-    """Markdown links between README.md, docs/ and BENCHMARKS.md point at files that exist."""
-    base = ROOT if doc == "README.md" else ROOT / "docs"
+    """Markdown links between README.md, docs/, BENCHMARKS.md and docs/experiments/ point at files that
+    exist."""
     link = target.removeprefix("](")
-    assert (base / link).exists(), f"{doc} links to {link}"
+    assert ((ROOT / doc).parent / link).exists(), f"{doc} links to {link}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lowercase, punctuation removed (word characters, hyphens and spaces
+    kept), each space a hyphen: "The run's policy (`recipe=traps`)" -> "the-runs-policy-recipetraps"."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The anchors of a page's headings; a repeated heading's get -1, -2 ... as on GitHub."""
+    found: set[str] = set()
+    for line in doc.read_text().splitlines():
+        if m := re.match(r"#{1,6} +(.+?)\s*$", line):
+            base = anchor = _slug(m.group(1))
+            n = 0
+            while anchor in found:
+                n += 1
+                anchor = f"{base}-{n}"
+            found.add(anchor)
+    return found
+
+
+def test_anchors_follow_githubs_rules(tmp_path):
+    """Lowercase, punctuation dropped, spaces to hyphens, a repeated heading numbered: "In Weights &
+    Biases" -> "in-weights--biases" (the "&" goes, its two spaces stay)."""
+    page = tmp_path / "page.md"
+    page.write_text("# In Weights & Biases\n## The run's policy (`recipe=traps`), CPU\n## Notes\n## Notes\n")
+    assert _anchors(page) == {"in-weights--biases", "the-runs-policy-recipetraps-cpu", "notes", "notes-1"}
+
+
+@pytest.mark.parametrize(("doc", "link"), _mentions(r"\]\(((?!https?:)[^)#\s]*\.md)?#[^)\s]+\)"))
+def test_every_link_anchor_names_a_heading(doc, link):
+    """A link with an anchor (`BENCHMARKS.md#the-trap-recipe-...`, `#size-presets`) names a heading of
+    the page it points at, by GitHub's anchor rules."""
+    target, _, anchor = link.removeprefix("](").removesuffix(")").partition("#")
+    page = (ROOT / doc).parent / target if target else ROOT / doc
+    assert anchor in _anchors(page), f"{doc} links to {target or doc}#{anchor}, which has no such heading"
