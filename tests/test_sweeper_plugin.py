@@ -221,31 +221,207 @@ def test_hydra_sweeper_n_trials_is_obeyed(tmp_path, monkeypatch):
     assert len(study.trials) == 2 and seen == [2, 2]
 
 
-def test_both_names_on_the_command_line_must_agree(tmp_path, monkeypatch):
-    from navexp import compose_config
-    from navexp.sweep.sweeper import shared_settings
+def settings_of(tmp_path: Path, *overrides: str, experiment: str | None = None):
+    """The StudySettings of ``python -m navexp.train -m hydra/sweeper=optuna <overrides>`` on a CPU, as
+    the sweeper builds them: the config composed by Hydra (``experiment``: the text of a user's
+    experiment YAML, ``+exp=old`` from tmp_path/exp/), the plugin instantiated by Hydra from
+    ``hydra.sweeper`` (so its values are DictConfig / ListConfig nodes), and the two translated."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
 
-    cfg = compose_config(["sweep.n_trials=5"])
-    from omegaconf import OmegaConf, open_dict
+    from navexp.config.schemas import register_configs
+    from navexp.sweep.settings import study_settings
 
-    def with_cli(task: list[str], hydra_ov: list[str], sweeper: dict):
-        c = OmegaConf.create(OmegaConf.to_container(cfg))
-        with open_dict(c):
-            c.hydra = {"overrides": {"task": task, "hydra": hydra_ov}, "sweeper": sweeper}
-        return shared_settings(c)
+    args = ["hydra/sweeper=optuna", f"hydra.sweep.dir={tmp_path}/sweep"]
+    if experiment is not None:
+        (tmp_path / "exp").mkdir()
+        (tmp_path / "exp" / "old.yaml").write_text("# @package _global_\n" + experiment)
+        args += [f"hydra.searchpath=[file://{tmp_path}]", "+exp=old"]
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*args, *overrides], return_hydra_config=True)
+    plugin = instantiate(cfg.hydra.sweeper).sweeper.plugin  # what Hydra passes to the sweeper
+    return study_settings(plugin, cfg, "cpu", 0)
 
-    with pytest.raises(ValueError, match=r"hydra.sweeper.n_trials=2 and sweep.n_trials=5 are one setting"):
-        with_cli(["sweep.n_trials=5"], ["hydra.sweeper.n_trials=2"], {"n_trials": 2})
-    # the command line wins over a value set in a config file, whichever name it uses
-    assert with_cli(["sweep.n_trials=5"], [], {"n_trials": 2})["n_trials"] == 5
-    assert with_cli([], ["hydra.sweeper.n_trials=2"], {"n_trials": 2})["n_trials"] == 2
-    assert with_cli([], [], {"n_trials": None})["n_trials"] == 5  # null: sweep.n_trials
-    shared = with_cli([], [], {"study_name": "s", "sampler": {"seed": 7}})
-    assert shared["study_name"] == "s" and shared["sampler_seed"] == 7
+
+CPU_SIZE = ("env.num_envs=128", "ppo.max_iterations=40", "ppo.save_interval=20", "eval.num_episodes=100")
+
+
+def test_settings_from_navexps_names_alone(tmp_path):
+    """sweep.* alone: every setting as given, the rest at its default (10 trials on a CPU, TPE's
+    options, the CPU trial size); the report goes next to the journal file (<file>-<study>)."""
+    from navexp.sweep.settings import StudySettings
+
+    settings = settings_of(
+        tmp_path,
+        "sweep.space=ppo_trust_region",
+        "sweep.study_name=s",
+        f"sweep.storage=journal:{tmp_path}/s.log",
+        "sweep.n_jobs=2",
+        "sweep.max_failure_rate=0.25",
+        "sweep.sampler_seed=7",
+        "sweep.objectives=[success_rate,mean_time_to_goal_s]",
+        "sweep.devices=none",
+    )
+    assert settings == StudySettings(
+        study_name="s",
+        storage=f"journal:{tmp_path}/s.log",
+        report_dir=tmp_path / "s.log-s",
+        n_trials=10,  # sweep.n_trials null: 10 on a CPU
+        n_jobs=2,
+        max_failure_rate=0.25,
+        sampler_seed=7,
+        objectives=("success_rate", "mean_time_to_goal_s"),
+        directions=("maximize", "minimize"),
+        sampler={
+            "_target_": "optuna.samplers.TPESampler",
+            "n_startup_trials": 10,
+            "n_ei_candidates": 24,
+            "multivariate": True,
+            "group": False,
+            "constant_liar": True,
+        },
+        sampler_label="tpe",
+        space="ppo_trust_region",
+        params={},
+        search_space=None,
+        custom_search_space=None,
+        heartbeat_s=30,
+        devices=(),
+        trial_overrides=CPU_SIZE,
+        sweep_dir=tmp_path / "sweep",
+    )
+
+
+def test_settings_from_the_plugins_names_alone(tmp_path):
+    """hydra-optuna-sweeper's keys alone, on the command line and in an experiment YAML written for that
+    plugin (direction, params, search_space, custom_search_space): each lands on its one setting; the
+    sampler's seed becomes sampler_seed and leaves the sampler's options; the default-layout storage
+    <dir>/<study>.db reports to <dir>/<study>/."""
+    settings = settings_of(
+        tmp_path,
+        "hydra/sweeper/sampler=gp",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.n_jobs=3",
+        "hydra.sweeper.study_name=old",
+        f"hydra.sweeper.storage=sqlite:///{tmp_path}/old.db",
+        "hydra.sweeper.max_failure_rate=0.1",
+        "hydra.sweeper.sampler.seed=5",
+        experiment="""
+hydra:
+  sweeper:
+    direction: [maximize]
+    params:
+      ppo.clip_param: interval(0.12,0.28)
+    search_space:
+      ppo.desired_kl: {type: float, low: 0.002, high: 0.05, log: true}
+    custom_search_space: test_sweeper_plugin.epochs_space
+""",
+    )
+    names = ("study_name", "storage", "report_dir", "n_trials", "n_jobs", "max_failure_rate", "sampler_seed")
+    assert {k: getattr(settings, k) for k in names} == {
+        "study_name": "old",
+        "storage": f"sqlite:///{tmp_path}/old.db",
+        "report_dir": tmp_path / "old",
+        "n_trials": 4,
+        "n_jobs": 3,
+        "max_failure_rate": 0.1,
+        "sampler_seed": 5,
+    }
+    assert settings.sampler == {
+        "_target_": "optuna.samplers.GPSampler",
+        "n_startup_trials": 10,
+        "deterministic_objective": False,
+    }
+    assert settings.directions == ("maximize",) and settings.sampler_label == "gp"
+    assert settings.params == {"ppo.clip_param": "interval(0.12,0.28)"}
+    assert settings.search_space == {
+        "ppo.desired_kl": {"type": "float", "low": 0.002, "high": 0.05, "log": True}
+    }
+    assert settings.custom_search_space == "test_sweeper_plugin.epochs_space"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "experiment", "n_trials", "n_jobs"),
+    [
+        (["sweep.n_trials=5", "hydra.sweeper.n_trials=5"], None, 5, 1),  # both names, one value
+        (["sweep.n_trials=3"], "hydra: {sweeper: {n_trials: 20}}", 3, 1),  # command line over a file
+        (["hydra.sweeper.n_trials=2"], "sweep: {n_trials: 30}", 2, 1),  # ... whichever name it uses
+        ([], "hydra: {sweeper: {n_jobs: 4}}", 10, 4),  # sweep.n_jobs at its default 1: not given
+        (["hydra.sweeper.n_jobs=null", "sweep.n_jobs=2"], None, 10, 2),  # null: sweep.n_jobs
+    ],
+)
+def test_settings_given_under_both_names(tmp_path, overrides, experiment, n_trials, n_jobs):
+    """Both names of one setting: the command line wins over a config file, whichever name either uses;
+    a sweep key at its default, or a hydra.sweeper key left null, is no value given."""
+    settings = settings_of(tmp_path, *overrides, experiment=experiment)
+    assert (settings.n_trials, settings.n_jobs) == (n_trials, n_jobs)
+
+
+def test_both_names_given_at_one_level_with_two_values_are_refused(tmp_path, monkeypatch, capsys):
+    """Two values of one setting on the command line, or both in config files, have no order that says
+    which was meant: refused in one line naming both keys and values, before any trial."""
+    from navexp.sweep.settings import SweepSettingsError
+
+    with pytest.raises(SweepSettingsError) as err:
+        settings_of(tmp_path, "sweep.n_trials=5", "hydra.sweeper.n_trials=2")
+    assert str(err.value) == (
+        "Error: hydra.sweeper.n_trials=2 and sweep.n_trials=5 are one setting, both given on the command "
+        "line; give one of them (sweep.n_trials is navexp's name)"
+    )
+    with pytest.raises(SweepSettingsError) as err:
+        settings_of(tmp_path, experiment="hydra: {sweeper: {sampler: {seed: 3}}}\nsweep: {sampler_seed: 4}")
+    assert "hydra.sweeper.sampler.seed=3 and sweep.sampler_seed=4 are one setting, both given in config " in (
+        str(err.value)
+    )
+    err = sweep_error(tmp_path, monkeypatch, capsys, "sweep.n_jobs=2", "hydra.sweeper.n_jobs=3")
+    assert "Error: hydra.sweeper.n_jobs=3 and sweep.n_jobs=2 are one setting, both given on the" in err
+    assert "Traceback" not in err  # one line: Hydra prints a CompactHydraException as its message
+
+
+def test_invalid_settings_are_refused_naming_their_keys(tmp_path):
+    from navexp.sweep.settings import SweepSettingsError
+
+    with pytest.raises(SweepSettingsError) as err:
+        settings_of(tmp_path, "hydra.sweeper.n_jobs=0", "sweep.max_failure_rate=1.5")
+    assert str(err.value) == (
+        "Error: sweep.n_jobs=0 (or hydra.sweeper.n_jobs) must be >= 1; "
+        "sweep.max_failure_rate=1.5 (or hydra.sweeper.max_failure_rate) must be in [0, 1]"
+    )
+
+
+def test_the_sweeper_runs_on_its_settings_object(tmp_path, monkeypatch):
+    """The one path: Hydra passes the plugin's config (DictConfig nodes) to StudySweeper, which builds
+    its StudySettings once; the study loop and the trials' configs follow that object. Here the object
+    is swapped for one of 1 trial and sampler seed 9: the config's 3 trials never reach the loop."""
+    from dataclasses import replace
+
+    from omegaconf import DictConfig
+
+    import navexp.sweep.sweeper as sweeper_mod
+
+    real, calls, seen = sweeper_mod.study_settings, [], []
+
+    def spy(plugin, config, env_device, gpu_count):
+        calls.append(plugin)
+        return replace(real(plugin, config, env_device, gpu_count), n_trials=1, sampler_seed=9)
+
+    def task(cfg):
+        sw = cfg.sweep
+        seen.append((int(sw.n_trials), float(sw.max_failure_rate), int(sw.sampler_seed)))
+        return score(cfg)
+
+    monkeypatch.setattr(sweeper_mod, "study_settings", spy)
+    study = run_sweep(
+        tmp_path, monkeypatch, "hydra.sweeper.n_trials=3", "hydra.sweeper.max_failure_rate=0.25", task=task
+    )
+    assert len(calls) == 1 and calls[0]["n_trials"] == 3 and isinstance(calls[0]["sampler"], DictConfig)
+    assert len(study.trials) == 1 and seen == [(1, 0.25, 9)]  # the trial's config records what ran
+    assert json.loads((tmp_path / "sweep" / "study.json").read_text())["n_trials"] == 1
 
 
 def test_a_direction_against_the_objectives_is_refused(tmp_path, monkeypatch):
-    from navexp.sweep.sweeper import directions
+    from navexp.sweep.settings import directions
 
     assert directions(["success_rate"], "maximize") == ["maximize"]
     assert directions(["success_rate", "mean_time_to_goal_s"], None) == ["maximize", "minimize"]

@@ -3,10 +3,11 @@
 The keys are those of hydra-optuna-sweeper 1.3.0 (``sampler``, ``direction``, ``storage``,
 ``study_name``, ``n_trials``, ``n_jobs``, ``max_failure_rate``, ``search_space``, ``params``,
 ``custom_search_space``), so sweep configs written for that plugin keep working; tests/test_sweeper_plugin.py
-pins them. A key left null takes navexp's ``sweep.<key>`` (docs/sweeps.md says which wins when both are
-set). Nothing here imports optuna: Hydra imports this module on every start, sweeping or not. (No
-``from __future__ import annotations``: Hydra executes plugin modules outside ``sys.modules``, where
-dataclasses cannot resolve string annotations.)
+pins them. They are a compatibility layer over navexp's ``sweep.*`` names: the study loop translates them
+once into its settings (navexp/sweep/settings.py, which also says which wins when both names are set); a
+key left null takes ``sweep.<key>``. Nothing here imports optuna: Hydra imports this module on every
+start, sweeping or not. (No ``from __future__ import annotations``: Hydra executes plugin modules outside
+``sys.modules``, where dataclasses cannot resolve string annotations.)
 """
 
 import importlib.util

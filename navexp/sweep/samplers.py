@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -87,18 +87,19 @@ class PerTrialSeed(BaseSampler):
 
 
 def build_sampler(
-    node: DictConfig,
+    node: DictConfig | Mapping[str, Any],
     sampler_seed: int,
     distributions: dict[str, BaseDistribution],
     n_objectives: int,
     label: str | None = None,
 ) -> tuple[PerTrialSeed, int | None]:
-    """The study's sampler from a ``hydra/sweeper/sampler`` config, and the number of points of a
-    grid / brute-force space (None for the others). The per-trial seeds derive from ``sampler_seed``."""
-    spec = OmegaConf.to_container(node, resolve=True)
+    """The study's sampler from a ``hydra/sweeper/sampler`` config (a node or ``StudySettings.sampler``),
+    and the number of points of a grid / brute-force space (None for the others). The per-trial seeds
+    derive from ``sampler_seed``."""
+    spec = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
     target = str(spec.pop("_target_"))
     spec.pop("_partial_", None)
-    spec.pop("seed", None)  # hydra.sweeper.sampler.seed arrives as sampler_seed (sweeper.shared_settings)
+    spec.pop("seed", None)  # hydra.sweeper.sampler.seed arrives as sampler_seed (navexp/sweep/settings.py)
     name = label or target.rsplit(".", 1)[-1]  # the hydra/sweeper/sampler option, for messages
     if target in SINGLE_OBJECTIVE and n_objectives > 1:
         raise ValueError(

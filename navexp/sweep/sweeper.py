@@ -2,6 +2,8 @@
 between any number of workers.
 
 Hydra instantiates it for ``hydra/sweeper=optuna`` (hydra_plugins/navexp_sweeper). What it does:
+- its settings are one ``StudySettings`` (navexp/sweep/settings.py), translated once from ``sweep.*``
+  and the plugin's config (hydra-optuna-sweeper's ``hydra.sweeper.*`` keys);
 - the search space is ``sweep.space`` plus ``hydra.sweeper.params`` (or the deprecated
   ``search_space``) plus ``<key>=<expression>`` on the command line (navexp/sweep/space.py); every key
   is checked against the composed config before the first trial;
@@ -30,8 +32,8 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
@@ -52,10 +54,11 @@ from navexp.sweep.parallel import (
     claim_trial_dir,
     counts_as_finished,
     fail_stale_trials,
-    sweep_devices,
 )
-from navexp.sweep.report import log_study_run, report_dir, write_report
+from navexp.sweep.report import log_study_run, write_report
 from navexp.sweep.samplers import build_sampler
+from navexp.sweep.settings import command_line_keys, study_settings
+from navexp.sweep.settings import study_paths as study_paths  # its callers import it from here
 from navexp.sweep.space import check_keys, distributions, distributions_from_config, load_space
 from navexp.sweep.storage import describe, open_storage, trial_id
 
@@ -208,78 +211,6 @@ def setup_warnings(
     return out
 
 
-DIRECTIONS = {
-    "success_rate": "maximize",
-    "collision_rate": "minimize",
-    "timeout_rate": "minimize",
-    "mean_time_to_goal_s": "minimize",
-    "mean_path_length_m": "minimize",
-}
-
-SHARED_KEYS = {  # hydra.sweeper.<key>: sweep.<key>, the same setting under two names
-    "n_trials": "n_trials",
-    "n_jobs": "n_jobs",
-    "study_name": "study_name",
-    "storage": "storage",
-    "max_failure_rate": "max_failure_rate",
-    "sampler.seed": "sampler_seed",
-}
-
-
-def _command_line(overrides: list[str]) -> set[str]:
-    return {str(o).split("=", 1)[0].lstrip("+~") for o in overrides}
-
-
-def shared_settings(config: DictConfig) -> dict[str, Any]:
-    """``sweep.<key>`` values after agreeing with ``hydra.sweeper.<key>`` (the plugin's names).
-
-    A hydra.sweeper key left null defers to sweep. Otherwise the one set on the command line wins over
-    the other set in a config file; both on the command line must agree (else ValueError naming both).
-    Without either on the command line, the hydra.sweeper value wins (it was set on purpose).
-    """
-    task = _command_line(list(config.hydra.overrides.task))
-    hydra = _command_line(list(config.hydra.overrides.hydra))
-    out = {}
-    for hkey, skey in SHARED_KEYS.items():
-        hval = OmegaConf.select(config, f"hydra.sweeper.{hkey}")
-        sval = OmegaConf.select(config, f"sweep.{skey}")
-        if hval is None or hval == sval:
-            out[skey] = sval
-        elif f"hydra.sweeper.{hkey}" in hydra and f"sweep.{skey}" in task:
-            raise ValueError(
-                f"hydra.sweeper.{hkey}={hval} and sweep.{skey}={sval} are one setting and disagree on the "
-                f"command line; give one of them"
-            )
-        else:
-            out[skey] = sval if f"sweep.{skey}" in task else hval
-    return out
-
-
-def directions(objectives: list[str], direction: Any) -> list[str]:
-    """The directions of ``sweep.objectives``; ``hydra.sweeper.direction``, if set, must agree."""
-    unknown = [o for o in objectives if o not in DIRECTIONS]
-    if not objectives or unknown:
-        raise ValueError(f"sweep.objectives={objectives} is invalid; allowed: {sorted(DIRECTIONS)}")
-    fixed = [DIRECTIONS[o] for o in objectives]
-    if direction is not None:
-        given = [str(d) for d in (direction if isinstance(direction, (list, tuple)) else [direction])]
-        if given != fixed:
-            raise ValueError(
-                f"hydra.sweeper.direction={given} disagrees with sweep.objectives={objectives}, whose "
-                f"directions are {fixed}; leave hydra.sweeper.direction unset (navexp's objectives fix it)"
-            )
-    return fixed
-
-
-def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
-    """(study name, storage URL, report directory) of a config's study."""
-    sw = cfg.sweep
-    name = sw.study_name or f"{cfg.experiment_name}_{Path(str(sw.space)).stem}"
-    root = Path("outputs/studies").resolve()
-    url = sw.storage or f"sqlite:///{root / (name + '.db')}"
-    return name, url, report_dir(url, name, root / name)  # report_dir refuses a name with '/' or '..'
-
-
 class _Heartbeat:
     """Beat for running trials from a background thread while a batch runs."""
 
@@ -315,143 +246,139 @@ class _Space:
 class StudySweeper(Sweeper):
     """The study loop behind ``hydra/sweeper=optuna`` (see the module docstring).
 
-    Its settings are read in ``setup`` from ``config.hydra.sweeper`` (the sampler as its config, to
-    rebuild it per trial) and ``config.sweep``; the constructor keeps only what Hydra passed.
+    Constructed with the plugin's config (``hydra.sweeper``'s keys, as Hydra passes them to the plugin);
+    ``setup`` translates it and the composed config's ``sweep.*`` once into ``self.settings``
+    (``StudySettings``, navexp/sweep/settings.py), the only settings the loop reads.
     """
 
-    def __init__(self, **settings: Any) -> None:
-        self.settings = settings
+    def __init__(self, **plugin: Any) -> None:
+        self.plugin = plugin
+        """The plugin's config: hydra-optuna-sweeper's keys (``n_trials``, ``sampler``, ...)."""
         self.job_idx = 0
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        env_device = resolve_device(str(config.env.device))
+        self.settings = study_settings(self.plugin, config, env_device, torch.cuda.device_count())
         self.config, self.hydra_context = config, hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             config=config, hydra_context=hydra_context, task_function=task_function
         )
-        sw = config.sweep
-        shared = shared_settings(config)
-        self.shared = shared
-        resolved = OmegaConf.merge(
-            OmegaConf.masked_copy(config, ["experiment_name", "sweep"]), {"sweep": shared}
-        )
-        self.study_name, self.storage_url, self.report_dir = study_paths(resolved)
-        self.objectives = [str(o) for o in sw.objectives]
-        self.direction = directions(self.objectives, OmegaConf.select(config, "hydra.sweeper.direction"))
-        env_device = resolve_device(str(config.env.device))
-        on_gpu = env_device.startswith("cuda")
-        spec = sw.devices if isinstance(sw.devices, (str, int)) else OmegaConf.to_container(sw.devices)
-        self.devices = sweep_devices(spec, env_device, torch.cuda.device_count())
-        n_trials = shared["n_trials"]
-        self.n_trials = int(n_trials) if n_trials is not None else (50 if on_gpu else 10)
-        self.n_jobs = int(shared["n_jobs"])
-        self.max_failure_rate = float(shared["max_failure_rate"])
-        if self.n_trials < 1 or self.n_jobs < 1 or not 0.0 <= self.max_failure_rate <= 1.0:
-            raise ValueError(
-                f"n_trials={self.n_trials}, n_jobs={self.n_jobs} must be >= 1 and "
-                f"max_failure_rate={self.max_failure_rate} in [0, 1] (sweep.* or hydra.sweeper.*)"
-            )
-        self.heartbeat_s = int(sw.heartbeat_interval_s)
-        if self.heartbeat_s < 1:
-            raise ValueError(f"sweep.heartbeat_interval_s={self.heartbeat_s} must be >= 1 (seconds)")
-        self.grace_s = 2 * self.heartbeat_s
-        self.trial_overrides = list(sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)
-        self.sampler_seed = int(shared["sampler_seed"])
-        extender = OmegaConf.select(config, "hydra.sweeper.custom_search_space")
-        self.extend = get_method(str(extender)) if extender else None
+        extender = self.settings.custom_search_space
+        self.extend = get_method(extender) if extender else None
 
     # -- the search space ------------------------------------------------------------------------
     def _space(self, arguments: list[str]) -> _Space:
-        hs = self.config.hydra.sweeper
-        expressions = load_space(str(self.config.sweep.space))
-        if hs.get("params"):  # from an experiment YAML; `<key>=<expression>` arrives in `arguments`
-            expressions.update({str(k): str(v) for k, v in hs.params.items()})
+        s = self.settings
+        expressions = {**load_space(s.space), **s.params}  # `<key>=<expression>` arrive in `arguments`
         searched, fixed = distributions([f"{k}={v}" for k, v in expressions.items()] + list(arguments))
-        if hs.get("search_space"):
-            searched = {**distributions_from_config(OmegaConf.to_container(hs.search_space)), **searched}
+        if s.search_space:
+            searched = {**distributions_from_config(s.search_space), **searched}
         check_keys(
             [k for k in [*searched, *fixed] if not k.startswith(("hydra.", "hydra/"))],
             self.config,
-            f"search space '{self.config.sweep.space}' and command line",
+            f"search space '{s.space}' and command line",
         )
         for key in fixed:
             searched.pop(key, None)
         self.space_expressions = {**expressions, **{k: str(v) for k, v in searched.items()}}
-        return _Space(searched, fixed, _command_line(arguments))
+        return _Space(searched, fixed, command_line_keys(arguments))
 
     # -- the study loop ----------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> None:
         space = self._space(arguments)
         for warning in setup_warnings(
-            self.config, list(space.searched), self.trial_overrides, space.user_keys, space.fixed
+            self.config,
+            list(space.searched),
+            list(self.settings.trial_overrides),
+            space.user_keys,
+            space.fixed,
         ):
             log.warning(warning)
-        self.sampler, points = build_sampler(
-            self.config.hydra.sweeper.sampler,
-            self.sampler_seed,
-            space.searched,
-            len(self.objectives),
-            label=OmegaConf.select(self.config, "hydra.runtime.choices.hydra/sweeper/sampler"),
-        )
-        if points is not None and points < self.n_trials:
-            log.info(f"the space has {points} points: n_trials {self.n_trials} -> {points}")
-            self.n_trials = points
-        try:
-            self.storage = open_storage(self.storage_url)
-        except (ConnectionError, ImportError, ValueError) as e:  # each names the URL in one line
-            raise StorageError(f"Error: {e}") from None
-        study = optuna.create_study(
-            study_name=self.study_name,
-            storage=self.storage,
-            sampler=self.sampler,
-            directions=self.direction,
-            load_if_exists=True,
-        )
-        theirs = [d.name.lower() for d in study.directions]
-        if theirs != self.direction:
-            raise StudySetupError(
-                f"Error: study {self.study_name} optimizes {theirs}, this sweep's sweep.objectives="
-                f"{self.objectives} {self.direction}; start another study: sweep.study_name=<new name>"
-            )
-        config_keys = {str(k) for k in self.config if k != "hydra"}
-        fixed = fixed_setup(space.fixed, config_keys)
-        size = trial_size(self.trial_overrides, space.user_keys)
-        setup = {**fixed, **size, "sweep.objectives": str(self.objectives)}
-
-        def check_setup() -> None:  # under the admission lock: before the first trial, and every batch
-            fail_stale_trials(study, self.storage, self.grace_s)
-            check_study_setup(study, setup, fixed, set(space.searched), config_keys, set(size))
-
-        with admission_lock(self.storage_url, self.study_name, Path(str(self.config.hydra.sweep.dir))):
+        self._build_sampler(space)
+        study = self._open_study()
+        check_setup = self._setup_check(study, space)
+        s = self.settings
+        with admission_lock(s.storage, s.study_name, s.sweep_dir):
             check_setup()
         self._write_study_info()
         log.info(
-            f"Study {self.study_name} in {describe(self.storage_url)}: "
-            f"target {self.n_trials} finished trials, "
-            f"objectives {dict(zip(self.objectives, self.direction, strict=True))}, "
+            f"Study {s.study_name} in {describe(s.storage)}: target {s.n_trials} finished trials, "
+            f"objectives {dict(zip(s.objectives, s.directions, strict=True))}, "
             f"sampler {type(self.sampler.inner).__name__}"
         )
+        self._run_trials(study, space, check_setup)
+        self._finish()
+
+    def _build_sampler(self, space: _Space) -> None:
+        """The study's sampler (rebuilt per trial); a grid or brute-force space caps ``n_trials`` at its
+        number of points."""
+        s = self.settings
+        self.sampler, points = build_sampler(
+            s.sampler, s.sampler_seed, space.searched, len(s.objectives), label=s.sampler_label
+        )
+        if points is not None and points < s.n_trials:
+            log.info(f"the space has {points} points: n_trials {s.n_trials} -> {points}")
+            self.settings = replace(s, n_trials=points)
+
+    def _open_study(self) -> optuna.Study:
+        """Create or load the study; one that optimizes other directions than ``sweep.objectives``' is
+        refused."""
+        s = self.settings
+        try:
+            self.storage = open_storage(s.storage)
+        except (ConnectionError, ImportError, ValueError) as e:  # each names the URL in one line
+            raise StorageError(f"Error: {e}") from None
+        study = optuna.create_study(
+            study_name=s.study_name,
+            storage=self.storage,
+            sampler=self.sampler,
+            directions=list(s.directions),
+            load_if_exists=True,
+        )
+        theirs = [d.name.lower() for d in study.directions]
+        if theirs != list(s.directions):
+            raise StudySetupError(
+                f"Error: study {s.study_name} optimizes {theirs}, this sweep's sweep.objectives="
+                f"{list(s.objectives)} {list(s.directions)}; start another study: sweep.study_name=<new name>"
+            )
+        return study
+
+    def _setup_check(self, study: optuna.Study, space: _Space) -> Callable[[], None]:
+        """The check of this sweep's setup against the study's, to call under the admission lock."""
+        config_keys = {str(k) for k in self.config if k != "hydra"}
+        fixed = fixed_setup(space.fixed, config_keys)
+        size = trial_size(list(self.settings.trial_overrides), space.user_keys)
+        setup = {**fixed, **size, "sweep.objectives": str(list(self.settings.objectives))}
+
+        def check_setup() -> None:  # before the first trial, and every batch
+            fail_stale_trials(study, self.storage, 2 * self.settings.heartbeat_s)
+            check_study_setup(study, setup, fixed, set(space.searched), config_keys, set(size))
+
+        return check_setup
+
+    def _run_trials(self, study: optuna.Study, space: _Space, check_setup: Callable[[], None]) -> None:
+        """Start and run batches until the study has ``n_trials`` finished trials and none running."""
+        s = self.settings
         waiting_logged = False
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
         while True:
             # Counting and starting trials is one step across workers, so none overshoots n_trials.
-            with admission_lock(self.storage_url, self.study_name, sweep_dir):
+            with admission_lock(s.storage, s.study_name, s.sweep_dir):
                 check_setup()  # a worker of another setup that started at the same time: refused here
                 trials = study.get_trials(deepcopy=False)
                 finished = sum(counts_as_finished(t) for t in trials)
                 running = sum(t.state == TrialState.RUNNING for t in trials)
-                to_go = 0 if self.sampler.exhausted else self.n_trials - finished - running
-                batch = self._ask_batch(study, space, min(to_go, self.n_jobs)) if to_go > 0 else []
+                to_go = 0 if self.sampler.exhausted else s.n_trials - finished - running
+                batch = self._ask_batch(study, space, min(to_go, s.n_jobs)) if to_go > 0 else []
             if to_go <= 0 and running == 0:
-                break
+                return
             if not batch:  # other workers' trials: wait for them, take over if their worker stops
                 if not waiting_logged:
                     log.info(f"waiting for {running} running trial(s) of other workers")
                     waiting_logged = True
-                time.sleep(min(self.heartbeat_s, 5))
+                time.sleep(min(s.heartbeat_s, 5))
                 continue
             self._run_batch(study, batch, space)
             self._check_failure_rate(study)
-        self._finish()
 
     def _ask_batch(
         self, study: optuna.Study, space: _Space, size: int
@@ -475,13 +402,13 @@ class StudySweeper(Sweeper):
 
     def _run_batch(self, study: optuna.Study, batch: list, space: _Space) -> None:
         """Run the started trials through the launcher (in parallel if it can), tell the results."""
-        devices = assign_devices(len(batch), self.devices if "env.device" not in space.user_keys else [])
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        s = self.settings
+        devices = assign_devices(len(batch), list(s.devices) if "env.device" not in space.user_keys else [])
         overrides = [
-            [*o, *self._trial_extras(t, space.user_keys, claim_trial_dir(sweep_dir, t.number), dev)]
+            [*o, *self._trial_extras(t, space.user_keys, claim_trial_dir(s.sweep_dir, t.number), dev)]
             for (t, o), dev in zip(batch, devices, strict=True)
         ]
-        with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], self.heartbeat_s):
+        with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         self.job_idx += len(returns)
         for (trial, _), ret in zip(batch, returns, strict=True):
@@ -490,25 +417,26 @@ class StudySweeper(Sweeper):
     def _trial_extras(
         self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None
     ) -> list[str]:
-        """Per-trial overrides: its run directory, ids, W&B names, size, device, and the study's
-        settings where hydra.sweeper.* set them (so the trial's config.yaml says what ran)."""
+        """Per-trial overrides: its run directory, ids, W&B names, size, device, and the study's settings
+        under navexp's names, whichever name gave them (so the trial's config.yaml says what ran)."""
         log.info(f"trial {trial.number}: run dir {subdir}" + (f", device {device}" if device else ""))
+        s = self.settings
         extras = [
             f"hydra.sweep.subdir={subdir}",
             f"sweep.trial_id={trial_id(trial)}",
             f"sweep.trial_number={trial.number}",
-            f"sweep.study_name={self.study_name}",
-            f"sweep.storage='{self.storage_url}'",
-            f"sweep.n_trials={self.n_trials}",
+            f"sweep.study_name={s.study_name}",
+            f"sweep.storage='{s.storage}'",
+            f"sweep.n_trials={s.n_trials}",
+            f"sweep.n_jobs={s.n_jobs}",
+            f"sweep.max_failure_rate={s.max_failure_rate}",
+            f"sweep.sampler_seed={s.sampler_seed}",
         ]
-        for key in ("n_jobs", "max_failure_rate", "sampler_seed"):
-            if self.shared[key] != self.config.sweep[key]:
-                extras.append(f"sweep.{key}={self.shared[key]}")
         if "logger.group" not in user_keys:
-            extras.append(f"logger.group={self.study_name}")
+            extras.append(f"logger.group={s.study_name}")
         if "logger.name" not in user_keys:
             extras.append(f"logger.name=trial_{trial.number}")
-        extras += [o for o in self.trial_overrides if o.split("=", 1)[0] not in user_keys]
+        extras += [o for o in s.trial_overrides if o.split("=", 1)[0] not in user_keys]
         if device is not None:
             extras.append(f"env.device={device}")
         return extras
@@ -529,8 +457,9 @@ class StudySweeper(Sweeper):
         except (TypeError, ValueError):
             self._fail(study, trial, f"objective {value!r} is not a number or list of numbers")
             return
-        if len(values) != len(self.direction):
-            self._fail(study, trial, f"{len(values)} objective values for {len(self.direction)} objectives")
+        n_objectives = len(self.settings.objectives)
+        if len(values) != n_objectives:
+            self._fail(study, trial, f"{len(values)} objective values for {n_objectives} objectives")
         elif not all(math.isfinite(v) for v in values):
             self._fail(study, trial, f"non-finite objective {values}")
         else:
@@ -558,50 +487,51 @@ class StudySweeper(Sweeper):
     def _check_failure_rate(self, study: optuna.Study) -> None:
         done = [t for t in study.get_trials(deepcopy=False) if counts_as_finished(t)]
         failed = sum(t.state == TrialState.FAIL for t in done)
-        if len(done) >= 3 and failed / len(done) > self.max_failure_rate:
+        s = self.settings
+        if len(done) >= 3 and failed / len(done) > s.max_failure_rate:
             try:  # the message points to the report: write it first
                 self._finish()
             except Exception as e:
                 log.warning(f"could not write the study report: {type(e).__name__}: {e}")
             raise RuntimeError(
-                f"study {self.study_name}: {failed} of {len(done)} finished trials failed, more than "
-                f"max_failure_rate={self.max_failure_rate} (sweep.max_failure_rate or "
+                f"study {s.study_name}: {failed} of {len(done)} finished trials failed, more than "
+                f"max_failure_rate={s.max_failure_rate} (sweep.max_failure_rate or "
                 f"hydra.sweeper.max_failure_rate); see each trial's fail_reason in the report "
-                f"{self.report_dir / 'report.md'}"
+                f"{s.report_dir / 'report.md'}"
             )
 
     def _write_study_info(self) -> None:
+        s = self.settings
         info = {
-            "study_name": self.study_name,
-            "storage": self.storage_url,
-            "objectives": self.objectives,
-            "directions": self.direction,
-            "n_trials": self.n_trials,
+            "study_name": s.study_name,
+            "storage": s.storage,
+            "objectives": list(s.objectives),
+            "directions": list(s.directions),
+            "n_trials": s.n_trials,
             "sampler": type(self.sampler.inner).__name__,
             "space": self.space_expressions,
         }
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / "study.json").write_text(json.dumps(info, indent=2))
+        s.sweep_dir.mkdir(parents=True, exist_ok=True)
+        (s.sweep_dir / "study.json").write_text(json.dumps(info, indent=2))
 
     def _finish(self) -> None:
         # A fresh load: the sweeper's cached trials miss the metrics the trials stored themselves.
-        fresh = optuna.load_study(study_name=self.study_name, storage=open_storage(self.storage_url))
-        out = write_report(fresh, self.report_dir, objectives=self.objectives)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        s = self.settings
+        fresh = optuna.load_study(study_name=s.study_name, storage=open_storage(s.storage))
+        out = write_report(fresh, s.report_dir, objectives=list(s.objectives))
         summary = json.loads((out / "summary.json").read_text())
-        (sweep_dir / "optimization_results.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(summary)))
+        (s.sweep_dir / "optimization_results.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(summary)))
         log.info(f"Study report: {out / 'report.md'}")
         lg = self.config.logger
         if lg.type == "wandb":  # the study as one W&B run beside its trials' runs
             folder = log_study_run(
                 fresh,
                 out,
-                self.objectives,
+                list(s.objectives),
                 str(lg.project),
                 str(lg.mode),
                 lg.entity,
-                lg.group or self.study_name,
+                lg.group or s.study_name,
             )
             if folder is not None:
                 log.info(f"W&B study run: {folder}")
