@@ -300,6 +300,19 @@ def test_bad_lidar_encoding_fails_naming_the_param(override, message):
         make_env(compose_config([override]))
 
 
+def test_a_term_error_fails_before_the_simulator_is_built(monkeypatch):
+    """A bad term param fails while NavEnv's parts are built (navexp.task.env_parts): the simulator,
+    and with it any kernel compile, is never reached."""
+    import navexp.task.env as env_module
+
+    def no_sim(*args, **kwargs):
+        raise AssertionError("the simulator was built before the config error")
+
+    monkeypatch.setattr(env_module, "make_sim", no_sim)
+    with pytest.raises(ValueError, match=r"log_min_m=0 must lie in"):
+        make_env(compose_config(["obs.terms.lidar.params.log_min_m=0"]))
+
+
 def test_a_run_stored_before_the_encoding_param_still_reads_a_linear_scan(scenario_file):
     """Today's default scan is log-encoded. A run trained before ``encoding`` existed stored
     ``lidar: {params: {}}``; loading it gives the term exactly those params, so it reads the linear

@@ -63,9 +63,34 @@ class MujocoSim:
         angles = np.array(sim_spec.beam_angles_rad, dtype=np.float64)
         self.mjm: mujoco.MjModel = build_model(spec, contact_sensor=True)
         self.sense_mjm: mujoco.MjModel = build_model(spec, contact_sensor=True, beam_angles_rad=angles)
+        self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
+        self._index_slots()
+        # One model copy per world and per pass (sizes differ between worlds).
+        self.models = [copy.copy(self.mjm) for _ in range(num_worlds)]
+        self.sense_models = [copy.copy(self.sense_mjm) for _ in range(num_worlds)]
+        nthread = max(1, min(sim_spec.nthread or os.cpu_count() or 1, num_worlds))
+        self.nthread = nthread
+        self._thread_data = [mujoco.MjData(self.mjm) for _ in range(nthread)]
+        self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
+        self._rollout = rollout.Rollout(nthread=nthread)
+        self._alloc_rollout_buffers()
+        self._warnings = self._warning_counts()
+        self.qpos = torch.zeros(num_worlds, 3)
+        self.qvel = torch.zeros(num_worlds, 3)
+        self.ctrl = torch.zeros(num_worlds, self.mjm.nu)  # the robot's servo targets
+        self.contact = torch.zeros(num_worlds, dtype=torch.int32)
+        self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
+        self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
+        self.write_layouts(
+            torch.ones(num_worlds, dtype=torch.bool),
+            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots),
+        )
+
+    def _index_slots(self) -> None:
+        """Each obstacle slot's geom, body, BVH node, collision and ray settings, and its mocap pose's
+        columns in the rollout control vector."""
         m = self.mjm
-        self.robot_body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "robot")
-        names = slot_names(spec)
+        names = slot_names(self.spec)
         bodies = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, n) for n in names]
         self._slot_geoms = np.array(
             [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, n) for n in names], dtype=int
@@ -89,32 +114,18 @@ class MujocoSim:
         nu, nmocap = m.nu, m.nmocap
         self._mocap_pos_cols = nu + 3 * mocap[:, None] + np.arange(3)
         self._mocap_quat_cols = nu + 3 * nmocap + 4 * mocap[:, None] + np.arange(4)
-        # One model copy per world and per pass (sizes differ between worlds).
-        self.models = [copy.copy(m) for _ in range(num_worlds)]
-        self.sense_models = [copy.copy(self.sense_mjm) for _ in range(num_worlds)]
-        nthread = max(1, min(sim_spec.nthread or os.cpu_count() or 1, num_worlds))
-        self.nthread = nthread
-        self._thread_data = [mujoco.MjData(m) for _ in range(nthread)]
-        self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
-        self._rollout = rollout.Rollout(nthread=nthread)
+
+    def _alloc_rollout_buffers(self) -> None:
+        """The rollouts' inputs and outputs per world: state, the control of every substep, the states
+        and sensor values after it, and the sensing pass's one step."""
+        m, n, decimation = self.mjm, self.num_worlds, self.decimation
         nstate, ncontrol = mujoco.mj_stateSize(m, STATE), mujoco.mj_stateSize(m, CONTROL)
-        self._state = np.zeros((num_worlds, nstate))
-        self._control = np.zeros((num_worlds, decimation, ncontrol))
-        self._out = np.zeros((num_worlds, decimation, nstate))
-        self._sensors = np.zeros((num_worlds, decimation, m.nsensordata))
-        self._sense_out = np.zeros((num_worlds, 1, nstate))
-        self._sense_sensors = np.zeros((num_worlds, 1, self.sense_mjm.nsensordata))
-        self._warnings = self._warning_counts()
-        self.qpos = torch.zeros(num_worlds, 3)
-        self.qvel = torch.zeros(num_worlds, 3)
-        self.ctrl = torch.zeros(num_worlds, m.nu)  # the robot's servo targets
-        self.contact = torch.zeros(num_worlds, dtype=torch.int32)
-        self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
-        self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
-        self.write_layouts(
-            torch.ones(num_worlds, dtype=torch.bool),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots),
-        )
+        self._state = np.zeros((n, nstate))
+        self._control = np.zeros((n, decimation, ncontrol))
+        self._out = np.zeros((n, decimation, nstate))
+        self._sensors = np.zeros((n, decimation, m.nsensordata))
+        self._sense_out = np.zeros((n, 1, nstate))
+        self._sense_sensors = np.zeros((n, 1, self.sense_mjm.nsensordata))
 
     # -- per-world layout -------------------------------------------------------------------
     def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:

@@ -137,6 +137,7 @@ def load_scenarios(
     data = yaml.safe_load(file.read_text()) if data is None else data
     entries = scenario_entries(file, data)
     lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots)
+    slots = {"cylinder": cylinder_slots, "box": box_slots, "wall": wall_slots}
     for i, e in enumerate(entries):
         where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
         robot, goal = e.get("robot") or {}, e.get("goal") or {}
@@ -147,34 +148,39 @@ def load_scenarios(
         lay.goal_xy[i] = torch.tensor(
             [finite_number(goal, "x", where + " goal"), finite_number(goal, "y", where + " goal")]
         )
-        nc = nb = nw = 0
-        for j, ob in enumerate(e.get("obstacles") or []):
-            ow = f"{where} obstacle {j}"
-            kind = ob["kind"]  # a known kind: checked by scenario_entries
-            vals = [finite_number(ob, k, ow) for k in KINDS[kind]]
-            if min(vals[2:]) <= 0:
-                raise ValueError(f"{ow}: sizes {vals[2:]} must be > 0")
-            if kind == "cylinder":
-                if nc >= cylinder_slots:
-                    raise ValueError(
-                        f"{ow}: more cylinders than env.obstacles.cylinder_slots={cylinder_slots}"
-                    )
-                lay.cyl_xy[i, nc] = torch.tensor(vals[:2])
-                lay.cyl_r[i, nc], lay.cyl_active[i, nc] = vals[2], True
-                nc += 1
-            else:  # a rotated rectangle: a box or a wall segment, each kind in its own slots
-                kind_slots, used = (wall_slots, nw) if kind == "wall" else (box_slots, nb)
-                if used >= kind_slots:
-                    plural = "walls" if kind == "wall" else "boxes"
-                    raise ValueError(f"{ow}: more {plural} than env.obstacles.{kind}_slots={kind_slots}")
-                getattr(lay, f"{kind}_xy")[i, used] = torch.tensor(vals[:2])
-                getattr(lay, f"{kind}_half")[i, used] = torch.tensor(vals[2:])
-                getattr(lay, f"{kind}_yaw")[i, used] = math.radians(finite_number(ob, "yaw_deg", ow, 0.0))
-                getattr(lay, f"{kind}_active")[i, used] = True
-                if kind == "wall":
-                    nw += 1
-                else:
-                    nb += 1
+        _place_obstacles(lay, i, e.get("obstacles") or [], where, slots)
+    _check_free_space(file, lay, half_x, half_y, robot_radius_m)
+    return lay
+
+
+def _place_obstacles(lay: Layout, i: int, obstacles: list[dict], where: str, slots: dict[str, int]) -> None:
+    """Write entry ``i``'s obstacles into the next free slots of their kind (``slots``: each kind's
+    count); a size <= 0 or more obstacles of a kind than its slots raise naming the obstacle."""
+    used = dict.fromkeys(KINDS, 0)
+    for j, ob in enumerate(obstacles):
+        ow = f"{where} obstacle {j}"
+        kind = ob["kind"]  # a known kind: checked by scenario_entries
+        vals = [finite_number(ob, k, ow) for k in KINDS[kind]]
+        if min(vals[2:]) <= 0:
+            raise ValueError(f"{ow}: sizes {vals[2:]} must be > 0")
+        k = used[kind]
+        if k >= slots[kind]:
+            plural = {"cylinder": "cylinders", "box": "boxes", "wall": "walls"}[kind]
+            raise ValueError(f"{ow}: more {plural} than env.obstacles.{kind}_slots={slots[kind]}")
+        if kind == "cylinder":
+            lay.cyl_xy[i, k] = torch.tensor(vals[:2])
+            lay.cyl_r[i, k], lay.cyl_active[i, k] = vals[2], True
+        else:  # a rotated rectangle: a box or a wall segment, each kind in its own slots
+            getattr(lay, f"{kind}_xy")[i, k] = torch.tensor(vals[:2])
+            getattr(lay, f"{kind}_half")[i, k] = torch.tensor(vals[2:])
+            getattr(lay, f"{kind}_yaw")[i, k] = math.radians(finite_number(ob, "yaw_deg", ow, 0.0))
+            getattr(lay, f"{kind}_active")[i, k] = True
+        used[kind] = k + 1
+
+
+def _check_free_space(file: Path, lay: Layout, half_x: float, half_y: float, robot_radius_m: float) -> None:
+    """Every start and goal keeps the robot radius from every obstacle and wall; else the first one
+    that does not is named."""
     pts = torch.stack((lay.robot_xy, lay.goal_xy), dim=1)
     dist, _ = nearest_obstacle(pts, lay, half_x, half_y)
     bad = (dist < robot_radius_m).nonzero().tolist()
@@ -185,4 +191,3 @@ def load_scenarios(
             f"{dist[i, which]:.3f} m from an obstacle or wall; it must be free space "
             f"(>= robot radius {robot_radius_m} m)"
         )
-    return lay

@@ -85,15 +85,7 @@ class WarpSim:
         self.max_range_m = sim_spec.max_range_m
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
-        slots = slot_names(spec)
-        geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in slots]
-        # Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive.
-        contiguous = geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
-        self._slot_cols: slice | torch.Tensor = (
-            slice(geoms[0], geoms[0] + len(geoms))
-            if geoms and contiguous
-            else torch.tensor(geoms, dtype=torch.long, device=self.device)
-        )
+        self._slot_cols = self._slot_columns()
         # mocap ids follow body order: cylinders, boxes, walls (see scene._obstacles).
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
@@ -105,27 +97,9 @@ class WarpSim:
                 nconmax=sim_spec.nconmax_per_world,
                 njmax=sim_spec.njmax_per_world,
             )
-            nb = sim_spec.num_beams
-            angles = torch.tensor(sim_spec.beam_angles_rad, dtype=torch.float32, device=self.device)
-            self._angles = wp.from_torch(angles)
-            self._pnt = wp.zeros((num_worlds, nb), dtype=wp.vec3)
-            self._vec = wp.zeros((num_worlds, nb), dtype=wp.vec3)
-            self._dist = wp.zeros((num_worlds, nb), dtype=float)
-            self._geomid = wp.zeros((num_worlds, nb), dtype=int)
-            self._normal = wp.zeros((num_worlds, nb), dtype=wp.vec3)
-            self._exclude = wp.array([self.robot_body] * nb, dtype=int)
-            self._contact = wp.zeros(num_worlds, dtype=int)
-        t = wp.to_torch
-        self.qpos, self.qvel, self.ctrl = t(self.d.qpos), t(self.d.qvel), t(self.d.ctrl)
-        self._qacc_warmstart = t(self.d.qacc_warmstart)
-        self._mocap_pos, self._mocap_quat = t(self.d.mocap_pos), t(self.d.mocap_quat)
-        self._geom_size, self._geom_rbound = t(self.m.geom_size), t(self.m.geom_rbound)
-        self._geom_aabb = t(self.m.geom_aabb)
-        self.contact = t(self._contact)
-        self._overflow_raw = t(self.d.overflow)
-        self.nacon = t(self.d.nacon)
-        self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
-        self.ranges = torch.full((num_worlds, nb), self.max_range_m, device=self.device)
+            self._alloc_lidar()
+        self._torch_views()
+        self.ranges = torch.full((num_worlds, sim_spec.num_beams), self.max_range_m, device=self.device)
         self._robot_z = float(spec.robot_z)
         self._geomgroup = wp.types.vector(length=6, dtype=wp.uint8)(*([255] * 6))
         self._graphs: dict[str, wp.Graph] = {}
@@ -139,6 +113,41 @@ class WarpSim:
             torch.ones(num_worlds, dtype=torch.bool, device=self.device),
             Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device, spec.wall_slots),
         )
+
+    def _slot_columns(self) -> slice | torch.Tensor:
+        """Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive."""
+        geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in slot_names(self.spec)]
+        contiguous = geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
+        if geoms and contiguous:
+            return slice(geoms[0], geoms[0] + len(geoms))
+        return torch.tensor(geoms, dtype=torch.long, device=self.device)
+
+    def _alloc_lidar(self) -> None:
+        """The LiDAR's ray buffers [N, B] (origins, directions, hits) and the contact flags [N], on the
+        current Warp device."""
+        n, nb = self.num_worlds, self.sim_spec.num_beams
+        angles = torch.tensor(self.sim_spec.beam_angles_rad, dtype=torch.float32, device=self.device)
+        self._angles = wp.from_torch(angles)
+        self._pnt = wp.zeros((n, nb), dtype=wp.vec3)
+        self._vec = wp.zeros((n, nb), dtype=wp.vec3)
+        self._dist = wp.zeros((n, nb), dtype=float)
+        self._geomid = wp.zeros((n, nb), dtype=int)
+        self._normal = wp.zeros((n, nb), dtype=wp.vec3)
+        self._exclude = wp.array([self.robot_body] * nb, dtype=int)
+        self._contact = wp.zeros(n, dtype=int)
+
+    def _torch_views(self) -> None:
+        """Zero-copy torch views of the Warp arrays the env and the layout writes touch."""
+        t = wp.to_torch
+        self.qpos, self.qvel, self.ctrl = t(self.d.qpos), t(self.d.qvel), t(self.d.ctrl)
+        self._qacc_warmstart = t(self.d.qacc_warmstart)
+        self._mocap_pos, self._mocap_quat = t(self.d.mocap_pos), t(self.d.mocap_quat)
+        self._geom_size, self._geom_rbound = t(self.m.geom_size), t(self.m.geom_rbound)
+        self._geom_aabb = t(self.m.geom_aabb)
+        self.contact = t(self._contact)
+        self._overflow_raw = t(self.d.overflow)
+        self.nacon = t(self.d.nacon)
+        self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
 
     # -- per-world layout -------------------------------------------------------------------
     def write_layouts(self, mask: torch.Tensor, layout: Layout) -> None:

@@ -108,15 +108,26 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
         objectives or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
     )
     trials = study.get_trials(deepcopy=False)
+    summary = _summary(study, trials, objectives)
+    plots = _plots(study, out, objectives)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    table = _trials_table(trials, objectives, n_obj)
+    (out / "trials.md").write_text(table + "\n")
+    (out / "report.md").write_text("\n".join(_report_lines(summary, objectives, table, plots)) + "\n")
+    return out
+
+
+def _summary(study: optuna.Study, trials: list, objectives: list[str]) -> dict:
+    """summary.json: the study, its trial counts per state, the best trial (one objective) or the
+    Pareto front (several), and the parameter importances."""
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    counts = {s.name: sum(t.state == s for t in trials) for s in TrialState}
     summary: dict = {
         "study_name": study.study_name,
         "objectives": objectives,
         "directions": [d.name.lower() for d in study.directions],
-        "trial_states": counts,
+        "trial_states": {s.name: sum(t.state == s for t in trials) for s in TrialState},
     }
-    if complete and n_obj == 1:
+    if complete and len(study.directions) == 1:
         best = study.best_trial
         summary.update(
             best_trial=best.number,
@@ -129,9 +140,12 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
             {"trial": t.number, "values": t.values, "params": t.params} for t in study.best_trials
         ]
     summary["importances"] = _importances(study, objectives) if len(complete) >= 2 else {}
-    plots = _plots(study, out, objectives)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
 
+
+def _trials_table(trials: list, objectives: list[str], n_obj: int) -> str:
+    """trials.md: one Markdown row per trial: state, objective values, parameters, the evaluation
+    metrics that are not objectives, and why it failed or where it was pruned."""
     params = sorted({k for t in trials for k in t.params})
     metrics = [
         m
@@ -155,11 +169,15 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
             note.replace("|", "/")[:120],
         ]
         rows.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
-    table = "\n".join(rows)
-    (out / "trials.md").write_text(table + "\n")
+    return "\n".join(rows)
 
+
+def _report_lines(summary: dict, objectives: list[str], table: str, plots: list[str]) -> list[str]:
+    """report.md's lines: objectives and trial counts, the best trial or the Pareto front, the
+    importances, the trials table and the plots."""
+    counts = summary["trial_states"]
     lines = [
-        f"# Study `{study.study_name}`",
+        f"# Study `{summary['study_name']}`",
         "",
         "Objectives: "
         + ", ".join(f"{o} ({d})" for o, d in zip(objectives, summary["directions"], strict=True))
@@ -168,16 +186,7 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
         "",
     ]
     if "best_value" in summary:
-        lines += [
-            f"**Best:** trial {summary['best_trial']}, {objectives[0]} = {summary['best_value']:.4g}",
-            "",
-            "| parameter | value |",
-            "|---|---|",
-            *[f"| {k} | {_fmt(v)} |" for k, v in summary["best_params"].items()],
-            "",
-        ]
-        if summary.get("best_run_dir"):
-            lines += [f"Run directory: `{summary['best_run_dir']}`", ""]
+        lines += _best_lines(summary, objectives[0])
     if "pareto_front" in summary:
         lines += [
             "**Pareto front:**",
@@ -195,9 +204,22 @@ def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = 
         lines += [f"{name}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in imp.items()), ""]
     if not summary["importances"]:
         lines += ["Needs at least 2 complete trials.", ""]
-    lines += ["## Trials", "", table, "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    return out
+    return lines + ["## Trials", "", table, "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+
+
+def _best_lines(summary: dict, objective: str) -> list[str]:
+    """The best trial's value, parameters and run directory (one objective)."""
+    lines = [
+        f"**Best:** trial {summary['best_trial']}, {objective} = {summary['best_value']:.4g}",
+        "",
+        "| parameter | value |",
+        "|---|---|",
+        *[f"| {k} | {_fmt(v)} |" for k, v in summary["best_params"].items()],
+        "",
+    ]
+    if summary.get("best_run_dir"):
+        lines += [f"Run directory: `{summary['best_run_dir']}`", ""]
+    return lines
 
 
 def trial_rows(study: optuna.Study, objectives: list[str]) -> tuple[list[str], list[list]]:

@@ -11,29 +11,21 @@ writes, and faults are device flags raised every ``check_every`` steps (``check_
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from navexp.sim import SimSpec, beam_angles, make_sim, resolve_backend, resolve_device
+from navexp.sim import make_sim
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
-from navexp.sim.lidar import LidarRealism, RealismSpec
-from navexp.sim.scene import SceneSpec
+from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
 from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
 from navexp.task.maps import MapSpec
-from navexp.task.maps.grid_path import grid_shape, path_distance, paths_and_fields
-from navexp.task.maps.pool import LayoutPool
+from navexp.task.maps.grid_path import grid_shape, path_distance
 from navexp.task.maps.random_family import LayoutSpec
-from navexp.task.maps.scenario_files import load_scenario_file, resolve_scenario_path, scenario_entry_names
-from navexp.task.obs.manager import ObservationManager
-from navexp.task.rewards.manager import RewardManager
 from navexp.task.rewards.terminations import compute_terminations
-from navexp.task.robots import make_robot
-from navexp.task.robots.safety_filter import SafetyFilter
-from navexp.task.state import EnvDims, NavState
+from navexp.task.state import NavState
 from navexp.task.validation import validate_env_cfg
 
 
@@ -42,122 +34,45 @@ class NavEnv(VecEnv):
 
     OUTCOME_WINDOW = 1000
     """Episodes kept for the rolling success rate."""
-    POOL_TOP_UP_STEPS = 64
-    """Most control steps between layout-pool top-ups: the pool holds worlds x min(check_every, this)
-    layouts in reserve (a larger check_every adds a top-up sync every this many steps instead)."""
+    POOL_TOP_UP_STEPS = POOL_TOP_UP_STEPS
+    """Most control steps between layout-pool top-ups (``navexp.task.env_parts.POOL_TOP_UP_STEPS``)."""
 
     def __init__(self, cfg, validated: bool = False) -> None:
         """Build from an experiment config with groups ``env``, ``obs``, ``reward`` and a ``seed``.
 
         The env config is validated first unless the caller did (``validated``: a training validates
-        its whole config once, in ``navexp.config.validation.validate_run_cfg``)."""
-        env_cfg = cfg.env
+        its whole config once, in ``navexp.config.validation.validate_run_cfg``). Each attribute taken
+        from the built parts is described on ``navexp.task.env_parts.EnvParts``."""
         if not validated:
-            validate_env_cfg(env_cfg)  # before anything is built
-        self.cfg = cfg
-        self.env_cfg = env_cfg
-        self.device = torch.device(resolve_device(str(env_cfg.device)))
-        self.num_envs = int(env_cfg.num_envs)
-        self.robot = make_robot(env_cfg.robot)
-        """Action width and meaning, and the action -> ctrl mapping (``navexp.task.robots``)."""
-        self.num_actions = self.robot.num_actions
-        self.control_dt = env_cfg.sim.timestep_s * env_cfg.sim.decimation
-        self.max_episode_length = int(math.ceil(env_cfg.episode_length_s / self.control_dt - 1e-9))
-        self.auto_reset = bool(env_cfg.auto_reset)
-        self.half_x, self.half_y = env_cfg.room.size_x_m / 2, env_cfg.room.size_y_m / 2
-        robot = env_cfg.robot
-        self.dims = EnvDims(
-            num_beams=env_cfg.lidar.num_beams,
-            max_range_m=env_cfg.lidar.max_range_m,
-            max_lin_vel_mps=robot.max_lin_vel_mps,
-            max_ang_vel_radps=robot.max_ang_vel_radps,
-            num_actions=self.num_actions,
-            position_window=env_cfg.position_window,
-            room_half_x_m=self.half_x,
-            room_half_y_m=self.half_y,
-            robot_radius_m=robot.radius_m,
-            lidar_fov_deg=env_cfg.lidar.fov_deg,
-        )
-        n, dev = self.num_envs, self.device
-        # Terms are resolved before the simulator: a config error costs no kernel compile.
-        self.obs_manager = ObservationManager(cfg.obs, self.dims, n, dev)
-        self.reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, dev)
-        # The analytic nearest-surface query and the path distance run only while an active term
-        # reads their result; the path distance needs every layout's goal distance field.
-        reads = self.obs_manager.reads | self.reward_manager.reads
-        self.needs_clearance = bool(reads & {"clearance", "nearest_dir_body"})
-        self.needs_path = "path_dist" in reads
-        self.layout_spec = LayoutSpec.from_env_cfg(env_cfg)
-        self.map_spec = dataclasses.replace(MapSpec.from_env_cfg(env_cfg), keep_fields=self.needs_path)
-        self.scenarios: Layout | None = None
-        self.scenario_entries = 0
-        """Entries of the scenario file: row j of ``scenarios`` plays entry j mod this (a jittered entry's
-        cases fill several rows; navexp.task.maps.scenario_jitter)."""
-        if env_cfg.scenarios:
-            file = resolve_scenario_path(str(env_cfg.scenarios))
-            radius = float(env_cfg.goal_radius_m)  # a start within it would count as reached at once
-            self.scenarios = load_scenario_file(file, self.layout_spec, self.map_spec, radius).to(dev)
-            if self.needs_path:
-                spec, maps = self.layout_spec, self.map_spec.cfg
-                self.scenarios.goal_field = paths_and_fields(
-                    self.scenarios,
-                    spec.half_x,
-                    spec.half_y,
-                    spec.robot_radius_m,
-                    self._path_cell_m,
-                    fields=True,
-                    margin_m=maps.path_margin_m,
-                    margin_cost=maps.path_margin_cost,
-                )[1]
-            self.scenario_entries = len(scenario_entry_names(file))
-        every = env_cfg.check_every
-        if every is None:
-            every = int(cfg.ppo.num_steps_per_env) if "ppo" in cfg else 32
-        self.check_every = int(every)
-        """Control steps between fault checks (the step path's one host sync)."""
-        self.generator = torch.Generator(device=dev)
-        # Reset layouts come from a device-side pool topped up at the fault checks, and every
-        # POOL_TOP_UP_STEPS steps between rarer checks (a host sync of its own), so its size is
-        # O(worlds) whatever check_every is: it must hold the most resets possible until the next
-        # top-up (every world, every step; without auto-reset only reset() takes layouts, and it
-        # checks right after; fixed scenarios take none).
-        pooled = env_cfg.auto_reset and self.scenarios is None
-        self.pool_every = min(self.check_every, self.POOL_TOP_UP_STEPS) if pooled else self.check_every
-        """Control steps between layout-pool top-ups (the fault checks, or more often)."""
-        reserve = n * self.pool_every if pooled else n
-        self.layout_pool = LayoutPool(self.layout_spec, reserve, self.generator, dev, maps=self.map_spec)
-        self.seed(int(cfg.seed) + int(env_cfg.layout_seed_offset))
-
-        try:
-            self.backend = resolve_backend(str(env_cfg.sim.backend), str(self.device))
-        except ValueError as e:
-            raise ValueError(
-                f"env.sim.backend={env_cfg.sim.backend!r}, env.device={str(self.device)!r}: {e}"
-            ) from e
-        self.sim = make_sim(self.backend, self._sim_spec(env_cfg))
+            validate_env_cfg(cfg.env)  # before anything is built
+        self.cfg, self.env_cfg = cfg, cfg.env
+        parts = build_env_parts(cfg)  # terms and layouts before the simulator: no compile on a bad config
+        self.num_envs, self.device = parts.num_envs, parts.device
+        self.robot, self.num_actions, self.dims = parts.robot, parts.robot.num_actions, parts.dims
+        self.control_dt, self.max_episode_length = parts.control_dt, parts.max_episode_length
+        self.half_x, self.half_y = parts.dims.room_half_x_m, parts.dims.room_half_y_m
+        self.obs_manager, self.reward_manager = parts.obs_manager, parts.reward_manager
+        self.needs_clearance, self.needs_path = parts.needs_clearance, parts.needs_path
+        self.layout_spec, self.map_spec = parts.layout_spec, parts.map_spec
+        self.scenarios, self.scenario_entries = parts.scenarios, parts.scenario_entries
+        self.check_every, self.pool_every = parts.check_every, parts.pool_every
+        self.generator, self.layout_pool = parts.generator, parts.layout_pool
+        self.seed(parts.layout_seed)  # draws the pool: a layout that cannot be drawn fails before the sim
+        self.backend = parts.backend
+        self.sim = make_sim(parts.backend, parts.sim_spec)
+        self.lidar_realism, self.safety_filter = parts.lidar_realism, parts.safety_filter
         # Config scalars the step reads, resolved once (an OmegaConf read costs tens of microseconds).
-        self.goal_radius_m = float(env_cfg.goal_radius_m)
-        self.max_lin_vel_mps = float(robot.max_lin_vel_mps)
-        self.max_ang_vel_radps = float(robot.max_ang_vel_radps)
-        lidar = env_cfg.lidar
-        realism = RealismSpec.from_lidar_cfg(lidar)
-        self.lidar_realism = LidarRealism(
-            realism, n, lidar.num_beams, lidar.fov_deg, lidar.max_range_m, self.generator, dev
-        )
-        """Clean scan -> the policy's scan (noise, dropout, jitter, bias/scale, min range, quantisation,
-        latency), drawing from the layout/noise generator."""
-        self.safety_filter: SafetyFilter | None = None
-        """Scales the commanded linear velocity on the policy's scan (``env.robot.safety_horizon_s``)."""
-        if self.robot.safety_horizon_s > 0:
-            self.safety_filter = SafetyFilter(
-                beam_angles(lidar.num_beams, lidar.fov_deg).to(dev, torch.float32),
-                robot.radius_m,
-                self.robot.safety_margin_m,
-                self.robot.safety_horizon_s,
-                self.robot.linear_axes,
-                self.max_lin_vel_mps,
-            )
-        self.check_finite = bool(env_cfg.check_finite)
+        self.auto_reset = bool(self.env_cfg.auto_reset)
+        self.check_finite = bool(self.env_cfg.check_finite)
+        self.goal_radius_m = float(self.env_cfg.goal_radius_m)
+        self.max_lin_vel_mps = self.robot.max_lin_vel_mps
+        self.max_ang_vel_radps = self.robot.max_ang_vel_radps
+        self._init_buffers()
+        self.reset()
+
+    def _init_buffers(self) -> None:
+        """The state terms read, the layout each world plays, and the episode bookkeeping (all zero)."""
+        n, dev = self.num_envs, self.device
         self.state = NavState.zeros(n, self.dims, dev)
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
@@ -165,7 +80,7 @@ class NavEnv(VecEnv):
         if not self.needs_path:
             self.state.path_dist.fill_(float("nan"))
             self.state.prev_path_dist.fill_(float("nan"))
-        obst = env_cfg.obstacles
+        obst = self.env_cfg.obstacles
         field_shape = (0, 0)
         if self.needs_path:
             field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
@@ -188,7 +103,6 @@ class NavEnv(VecEnv):
         self._steps_since_check = 0
         self._steps_since_top_up = 0
         self._obs = self.obs_manager.zeros()
-        self.reset()
 
     # -- VecEnv -----------------------------------------------------------------------------
     def seed(self, seed: int) -> None:
@@ -311,22 +225,6 @@ class NavEnv(VecEnv):
     def _path_cell_m(self) -> float:
         """Cell of the occupancy grid the path check and the goal distance fields use."""
         return float(self.map_spec.cfg.path_cell_m)
-
-    def _sim_spec(self, env_cfg) -> SimSpec:
-        """The simulator's build values, taken out of the env config once."""
-        sim, lidar = env_cfg.sim, env_cfg.lidar
-        return SimSpec(
-            scene=SceneSpec.from_env_cfg(env_cfg, self.robot),
-            num_worlds=self.num_envs,
-            device=str(self.device),
-            beam_angles_rad=tuple(beam_angles(lidar.num_beams, lidar.fov_deg).tolist()),
-            max_range_m=float(lidar.max_range_m),
-            decimation=int(sim.decimation),
-            nconmax_per_world=int(sim.nconmax_per_world),
-            njmax_per_world=int(sim.njmax_per_world),
-            cuda_graph=bool(sim.cuda_graph),
-            nthread=sim.nthread,
-        )
 
     def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
         if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):

@@ -10,6 +10,7 @@ from typing import Any
 
 from navexp.sim.lidar import RealismSpec
 from navexp.task.maps.families import MapsCfg
+from navexp.task.maps.scenario_jitter import DEFAULT_GOAL_RADIUS_M
 
 
 @dataclass
@@ -126,7 +127,8 @@ class EnvCfg:
     sim: SimCfg = field(default_factory=SimCfg)
     episode_length_s: float = 25.0
     """Episode length; its control steps bound ``lidar.latency_steps`` (below them)."""
-    goal_radius_m: float = 0.3
+    goal_radius_m: float = DEFAULT_GOAL_RADIUS_M
+    """An episode succeeds when the robot's centre comes closer to the goal than this (m)."""
     min_start_goal_dist_m: float = 2.0
     spawn_clearance_m: float = 0.15
     """Free space required around the robot's surface and around the goal at spawn."""

@@ -43,6 +43,21 @@ pushes the robot away from its command, 0 never moves it)."""
 def validate_env_cfg(cfg: Any) -> None:
     """Raise ValueError naming the key, the value and what is allowed for an impossible env config."""
     check_all_finite(cfg, "env", FINITE_EXEMPT)  # first: inf passes every range check below
+    _check_device(cfg)
+    _check_room_and_robot(cfg.room, cfg.robot)
+    _check_obstacles(cfg.obstacles, cfg.robot)
+    _check_spawn(cfg)
+    _check_lidar(cfg.lidar, cfg.robot)
+    _check_sim(cfg.sim)
+    _check_episode(cfg)
+    if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
+        _validate_maps(cfg)
+    if cfg.get("scenarios"):
+        check_scenario_file(str(cfg.scenarios))
+
+
+def _check_device(cfg: Any) -> None:
+    """``num_envs`` and ``device`` (a CUDA device only where CUDA is)."""
     _check(cfg.num_envs >= 1, "num_envs", cfg.num_envs, "an integer >= 1")
     dev = str(cfg.device)
     _check(
@@ -52,7 +67,11 @@ def validate_env_cfg(cfg: Any) -> None:
         "auto | cpu | cuda | cuda:N",
     )
     _check_cuda(dev)
-    room, obst, robot, lidar, sim = cfg.room, cfg.obstacles, cfg.robot, cfg.lidar, cfg.sim
+
+
+def _check_room_and_robot(room: Any, robot: Any) -> None:
+    """Room sizes, the robot's body, velocities, servo gains, own params and safety filter: all > 0
+    (the filter's horizon and margin >= 0)."""
     for key in ("size_x_m", "size_y_m", "wall_thickness_m", "wall_height_m"):
         _check(getattr(room, key) > 0, f"room.{key}", getattr(room, key), "> 0")
     for key in ("radius_m", "half_height_m", "mass_kg", "max_lin_vel_mps", "max_ang_vel_radps"):
@@ -63,6 +82,10 @@ def validate_env_cfg(cfg: Any) -> None:
     _check_robot_params(robot)
     for key in ("safety_horizon_s", "safety_margin_m"):
         _check(getattr(robot, key, 0.0) >= 0, f"robot.{key}", getattr(robot, key, 0.0), ">= 0")
+
+
+def _check_obstacles(obst: Any, robot: Any) -> None:
+    """Slot counts, per-episode counts within the slots, sizes, and a height the LiDAR plane cuts."""
     _check(obst.cylinder_slots >= 0, "obstacles.cylinder_slots", obst.cylinder_slots, ">= 0")
     _check(obst.box_slots >= 0, "obstacles.box_slots", obst.box_slots, ">= 0")
     walls = getattr(obst, "wall_slots", 0)
@@ -89,6 +112,11 @@ def validate_env_cfg(cfg: Any) -> None:
         obst.height_m,
         f"> 2 * robot.half_height_m ({2 * robot.half_height_m}) so the LiDAR plane cuts obstacles",
     )
+
+
+def _check_spawn(cfg: Any) -> None:
+    """Goal radius, robot size with its spawn clearance and the start-goal distance fit in the room."""
+    room, robot = cfg.room, cfg.robot
     half_min = min(room.size_x_m, room.size_y_m) / 2
     _check(
         cfg.goal_radius_m > 0 and cfg.goal_radius_m < half_min,
@@ -110,6 +138,10 @@ def validate_env_cfg(cfg: Any) -> None:
         f"0 <= value < room diagonal minus robot diameter ({diag:.2f})",
     )
     _check(cfg.spawn_clearance_m >= 0, "spawn_clearance_m", cfg.spawn_clearance_m, ">= 0")
+
+
+def _check_lidar(lidar: Any, robot: Any) -> None:
+    """Beams, field of view, a range beyond the robot's own radius, then the realism keys."""
     _check(lidar.num_beams >= 1, "lidar.num_beams", lidar.num_beams, "an integer >= 1")
     _check(0 < lidar.fov_deg <= 360, "lidar.fov_deg", lidar.fov_deg, "0 < fov_deg <= 360")
     _check(
@@ -119,6 +151,10 @@ def validate_env_cfg(cfg: Any) -> None:
         f"> robot.radius_m ({robot.radius_m})",
     )
     _check_lidar_realism(lidar)
+
+
+def _check_sim(sim: Any) -> None:
+    """A known backend, its threads, a positive timestep and decimation, and its buffer sizes."""
     known = sim.backend == "auto" or sim.backend in BACKENDS or ":" in str(sim.backend)
     _check(known, "sim.backend", sim.backend, backend_choices())
     _check(sim.nthread is None or sim.nthread >= 1, "sim.nthread", sim.nthread, "null or an integer >= 1")
@@ -126,7 +162,12 @@ def validate_env_cfg(cfg: Any) -> None:
     _check(sim.decimation >= 1, "sim.decimation", sim.decimation, "an integer >= 1")
     _check(sim.nconmax_per_world >= 1, "sim.nconmax_per_world", sim.nconmax_per_world, ">= 1")
     _check(sim.njmax_per_world >= 1, "sim.njmax_per_world", sim.njmax_per_world, ">= 1")
-    control_dt = sim.timestep_s * sim.decimation
+
+
+def _check_episode(cfg: Any) -> None:
+    """An episode of at least one control step and longer than the LiDAR latency; the position window
+    and the fault-check period."""
+    control_dt = cfg.sim.timestep_s * cfg.sim.decimation
     _check(
         cfg.episode_length_s >= control_dt,
         "episode_length_s",
@@ -134,7 +175,7 @@ def validate_env_cfg(cfg: Any) -> None:
         f">= one control period ({control_dt} s)",
     )
     steps = math.ceil(cfg.episode_length_s / control_dt - 1e-9)  # NavEnv.max_episode_length
-    latency = getattr(lidar, "latency_steps", 0)
+    latency = getattr(cfg.lidar, "latency_steps", 0)
     _check(
         latency < steps,
         "lidar.latency_steps",
@@ -149,10 +190,6 @@ def validate_env_cfg(cfg: Any) -> None:
         cfg.check_every,
         "null (once per PPO rollout) or an integer >= 1",
     )
-    if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
-        _validate_maps(cfg)
-    if cfg.get("scenarios"):
-        check_scenario_file(str(cfg.scenarios))
 
 
 def _validate_maps(cfg: Any) -> None:

@@ -31,13 +31,12 @@ from PIL import Image, UnidentifiedImageError
 
 from navexp.sim.layout import Layout, nearest_obstacle
 from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, finite_number
-from navexp.task.env_cfg import EnvCfg
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
 from navexp.task.maps.random_source import StreamSource
 from navexp.task.maps.rectangles import merge_rectangles
-from navexp.task.maps.scenario_jitter import check_start_outside_goal, expand_jittered
+from navexp.task.maps.scenario_jitter import DEFAULT_GOAL_RADIUS_M, check_start_outside_goal, expand_jittered
 
 ROS_MAP_KEYS = ("image", "resolution", "origin", "occupied_thresh", "free_thresh", "negate")
 """The keys of a ROS map_server map YAML: a file with any of them is read (and validated) as a map."""
@@ -64,9 +63,6 @@ unknown grey, 205, is p = 50 / 255 = 0.196 + 8e-5: unknown; nav2's map_saver wri
 PAIR_KEYS = ("robot", "goal", "jitter")
 PAIR_SHAPE = "{robot: {x, y, yaw_deg}, goal: {x, y}, jitter}"
 """A map YAML's ``starts_goals`` entry: its keys and its shape, as the errors state it."""
-
-DEFAULT_GOAL_RADIUS_M = EnvCfg.goal_radius_m
-"""The goal radius a start must keep clear of when the caller gives none (EnvCfg's default, 0.3 m)."""
 
 MAX_MAP_PIXELS = 4096 * 4096
 """Largest map image (W x H = 16.8 M pixels), checked from the image header before decoding. 4096 pixels

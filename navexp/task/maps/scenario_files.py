@@ -20,13 +20,12 @@ from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.ros_map import (
-    DEFAULT_GOAL_RADIUS_M,
     is_ros_map,
     load_ros_map,
     num_pairs,
     read_map_header,
 )
-from navexp.task.maps.scenario_jitter import check_start_outside_goal, expand_jittered
+from navexp.task.maps.scenario_jitter import DEFAULT_GOAL_RADIUS_M, check_start_outside_goal, expand_jittered
 
 SCENARIO_DIR = CONFIG_DIR / "scenarios"
 """Shipped scenario files, selected by name: ``env.scenarios=corridor``."""

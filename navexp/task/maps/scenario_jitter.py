@@ -37,6 +37,10 @@ from navexp.sim.layout import Layout, obstacle_distance
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec
 
+DEFAULT_GOAL_RADIUS_M = 0.3
+"""The env's default ``goal_radius_m`` (``EnvCfg`` reads it from here): the goal radius a start must keep
+clear of when a caller gives none."""
+
 JITTER_ALLOWED = {
     "xy_m": "a finite number >= 0 (metres; start x and y each within +- xy_m of the robot's)",
     "yaw_deg": "a finite number in [0, 180] (degrees; start yaw within +- yaw_deg of the robot's)",
