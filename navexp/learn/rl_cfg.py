@@ -15,6 +15,7 @@ from rsl_rl.utils import resolve_class
 from tensordict import TensorDict
 
 from navexp.learn.models import check_model_cfg, model_cfgs
+from navexp.learn.ppo import NAV_PPO
 
 SCHEDULES = ("adaptive", "fixed")
 ACTIVATIONS = ("elu", "relu", "selu", "lrelu", "tanh", "sigmoid", "identity", "gelu", "softplus", "mish")
@@ -81,7 +82,7 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
         "check_for_nan": False,
         "obs_groups": obs_groups(p, bool(cfg.obs.privileged_enabled)),
         "algorithm": {
-            "class_name": "PPO",
+            "class_name": NAV_PPO,  # rsl_rl's PPO with navexp's update checks
             "num_learning_epochs": int(p.num_learning_epochs),
             "num_mini_batches": int(p.num_mini_batches),
             "clip_param": float(p.clip_param),
