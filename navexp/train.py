@@ -32,6 +32,7 @@ from navexp.analysis.eval_record import (
 from navexp.analysis.plots import grid_figure, scene_info, write_plots
 from navexp.analysis.suites import eval_scalars, evaluate_suite
 from navexp.analysis.video import log_gif, write_video
+from navexp.config.aliases import translate_argv
 from navexp.config.presets import add_overrides, applied_preset, override_value, size_override_argv
 from navexp.config.run_config import eval_env_cfg
 from navexp.config.schemas import register_configs
@@ -58,6 +59,7 @@ from navexp.learn.checkpoint import (
 from navexp.learn.cores import HostShare, usable_cores
 from navexp.learn.curriculum_hook import CurriculumHook
 from navexp.learn.distributed import DistContext, tensor_digest, worker_hydra_overrides
+from navexp.learn.ppo_cfg import ppo_hparams
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.learn.runner import NavRunner
 from navexp.paths import overrides_record
@@ -112,9 +114,7 @@ def _logger_cfg(
 
 def _hparams(cfg: DictConfig) -> dict:
     """Flat hyperparameters for TensorBoard's hparams view (PPO keys and reward weights)."""
-    hp = {
-        f"ppo.{k}": v for k, v in OmegaConf.to_container(cfg.ppo).items() if isinstance(v, (int, float, str))
-    }
+    hp = ppo_hparams(cfg.ppo)
     hp.update({f"reward.{k}": float(v.weight) for k, v in cfg.reward.terms.items()})
     hp.update({"seed": int(cfg.seed), "env.num_envs": int(cfg.env.num_envs)})
     return hp
@@ -348,13 +348,14 @@ def _build(cfg: DictConfig, start: Start, quiet: bool, ctx: DistContext) -> Trai
     )
     if start.ckpt is not None:
         runner.load_for_resume(start.ckpt)
-        if "ppo.learning_rate" in start.changed:  # the optimizer state would restore the saved rate
-            old_lr, new_lr = start.changed["ppo.learning_rate"]
+        if "ppo.algorithm.learning_rate" in start.changed:  # the optimizer state would restore the saved rate
+            old_lr, new_lr = start.changed["ppo.algorithm.learning_rate"]
             runner.set_learning_rate(float(new_lr))
             if ctx.is_main:
                 print(
-                    f"[navexp] resume: ppo.learning_rate={new_lr} from this launch's config replaces the "
-                    f"checkpoint's (configured {old_lr}; its optimizer held {runner.resumed_learning_rate:g})"
+                    f"[navexp] resume: ppo.algorithm.learning_rate={new_lr} from this launch's config "
+                    f"replaces the checkpoint's (configured {old_lr}; its optimizer held "
+                    f"{runner.resumed_learning_rate:g})"
                 )
     if ctx.enabled:
         record["ranks"] = distributed.gather(_rank_record(ctx, env, runner, rank_seed), ctx)
@@ -377,7 +378,7 @@ def _infos(cfg: DictConfig, env: NavEnv, train_cfg: dict) -> dict:
         "group_widths": om.group_widths,
         "history_length": om.history_length,
         "obs_groups": train_cfg["obs_groups"],
-        "model": {"kind": str(cfg.ppo.model), "recurrent": str(cfg.ppo.model) == "rnn"},
+        "model": {"kind": str(cfg.ppo.policy.model), "recurrent": str(cfg.ppo.policy.model) == "rnn"},
         "robot": env.robot.action_meta(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
@@ -639,7 +640,9 @@ def app_argv(argv: list[str]) -> list[str]:
     first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
     under torchrun only rank 0 gets a Hydra run directory."""
     try:
+        argv = translate_argv(argv)  # old key names (ppo.clip_param) -> today's: navexp/config/aliases.py
         argv = resume_overrides_argv(argv)  # before size=auto resolves: the run's size is inherited
+        argv = translate_argv(argv)  # the overrides a run recorded before the rename, too
         argv = size_override_argv(argv)
         argv = resume_run_dir_argv(argv)
     except (ValueError, FileNotFoundError) as e:

@@ -140,7 +140,7 @@ class NavRunner(OnPolicyRunner):
         self.resumed_learning_rate = float(self.alg.learning_rate)
 
     def set_learning_rate(self, lr: float) -> None:
-        """Use ``lr`` from now on (a resume whose command line changed ``ppo.learning_rate``)."""
+        """Use ``lr`` from now on (a resume whose command line changed ``ppo.algorithm.learning_rate``)."""
         self.alg.set_learning_rate(lr)
 
     # -- guards and reporting ---------------------------------------------------------------
