@@ -115,11 +115,3 @@ class NavPPO(PPO):
         self.learning_rate = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-
-    def load(self, loaded_dict: dict, load_cfg: dict | None, strict: bool) -> bool:
-        """rsl_rl's load; the learning rate is the one the loaded optimizer held (rsl_rl < 5.4.2 kept
-        the configured rate, which the next adaptive step would have written back)."""
-        load_iteration = super().load(loaded_dict, load_cfg, strict)
-        if load_cfg is None or load_cfg.get("optimizer"):
-            self.learning_rate = self.optimizer.param_groups[0]["lr"]
-        return load_iteration
