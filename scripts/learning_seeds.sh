@@ -7,8 +7,8 @@
 #   bash scripts/learning_seeds.sh OUT_DIR [training overrides for every run ...]
 #
 # Environment: SEEDS (default "1 2 3", each once); RECIPES, one recipe per word, each a comma-separated
-# list of overrides (commas inside [...] or {...} belong to a value: ppo.actor_hidden_dims=[64,64]; default
-# "ppo.model=mlp ppo.model=rnn": the MLP against the GRU); PARALLEL, trainings at
+# list of overrides (commas inside [...] or {...} belong to a value: ppo.policy.hidden_dims=[64,64]; default
+# "ppo.policy.model=mlp ppo.policy.model=rnn": the MLP against the GRU); PARALLEL, trainings at
 # once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
 # several fit). Example, the trap recipe (README; BENCHMARKS.md, "The run's policy as the average of its
 # last checkpoints"):
@@ -29,7 +29,7 @@ bad() { echo "learning_seeds: $*" >&2; exit 2; }
 [ $# -ge 1 ] || bad "usage: learning_seeds.sh OUT_DIR [training overrides ...]"
 out=$1; shift
 seeds=${SEEDS-1 2 3}
-recipes=${RECIPES-ppo.model=mlp ppo.model=rnn}
+recipes=${RECIPES-ppo.policy.model=mlp ppo.policy.model=rnn}
 parallel=${PARALLEL:-1}
 py=${PYTHON:-python}
 [ -n "${seeds//[[:space:]]/}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""

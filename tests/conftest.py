@@ -20,7 +20,7 @@ TINY = [
     "env.num_envs=4",
     "env.episode_length_s=1.0",
     "ppo.num_steps_per_env=16",
-    "ppo.num_mini_batches=2",
+    "ppo.algorithm.num_mini_batches=2",
     "ppo.max_iterations=2",
     "env.maps.check_path=false",
 ]

@@ -28,15 +28,18 @@ RUNS = {
 }
 
 
-def make_run(root: Path, name: str, clip: str, seed: int, success: float | None) -> Path:
-    """A run dir as navexp.train leaves it: config.yaml, .hydra/overrides.yaml, eval.json when done."""
+def make_run(root: Path, name: str, clip: str, seed: int, success: float | None, old: bool = False) -> Path:
+    """A run dir as navexp.train leaves it: config.yaml, .hydra/overrides.yaml, eval.json when done
+    (``old``: as it left it before the ``ppo`` sections, with ``ppo.clip_param``)."""
     d = root / name
     (d / ".hydra").mkdir(parents=True)
     # What a sweeper adds to a trial (its id, W&B name, device) never splits a group.
-    overrides = [f"ppo.clip_param={clip}", f"seed={seed}", "hydra.run.dir=x", f"sweep.trial_id={seed}"]
+    key = "ppo.clip_param" if old else "ppo.algorithm.clip_param"
+    overrides = [f"{key}={clip}", f"seed={seed}", "hydra.run.dir=x", f"sweep.trial_id={seed}"]
     overrides += [f"logger.name=trial_{seed}", f"env.device=cuda:{seed % 2}"]
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    config = {"seed": seed, "ppo": {"clip_param": float(clip), "desired_kl": 0.01}, "env": {"num_envs": 4}}
+    ppo = {"clip_param": float(clip), "desired_kl": 0.01}
+    config = {"seed": seed, "ppo": ppo if old else {"algorithm": ppo}, "env": {"num_envs": 4}}
     (d / "config.yaml").write_text(yaml.safe_dump(config))
     (d / "wandb" / "offline-run-x" / "files").mkdir(parents=True)  # W&B's own config.yaml: not a run
     (d / "wandb" / "offline-run-x" / "files" / "config.yaml").write_text("{}")
@@ -83,7 +86,7 @@ def test_groups_by_overrides_without_the_seed(tree, capsys):
     mean of the middle two (0.6, 0.8) = 0.70, the interval scipy's bootstrap of the mean; the unfinished
     b3 is listed."""
     result = compare.main([str(tree)])
-    rows = {r["ppo.clip_param"]: r for r in result.rows}
+    rows = {r["ppo.algorithm.clip_param"]: r for r in result.rows}
     assert set(rows) == {"0.1", "0.2", "0.3"}
     a = rows["0.1"]
     assert a["n_runs"] == 4
@@ -102,7 +105,9 @@ def test_groups_by_overrides_without_the_seed(tree, capsys):
     )
     assert result.unfinished == [tree / "b3"]
     out = capsys.readouterr().out
-    assert f"unfinished (no eval.json): {tree / 'b3'}" in out and "| ppo.clip_param | n_runs |" in out
+    assert (
+        f"unfinished (no eval.json): {tree / 'b3'}" in out and "| ppo.algorithm.clip_param | n_runs |" in out
+    )
 
 
 def test_out_writes_csv_with_the_documented_columns_and_the_plots(tree, tmp_path):
@@ -112,27 +117,28 @@ def test_out_writes_csv_with_the_documented_columns_and_the_plots(tree, tmp_path
     with open(tmp_path / "table.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:6] == [
-        "ppo.clip_param",
+        "ppo.algorithm.clip_param",
         "n_runs",
         "success_rate_mean",
         "success_rate_ci95_low",
         "success_rate_ci95_high",
         "success_rate_iqm",
     ]
-    assert {r["ppo.clip_param"]: int(r["n_runs"]) for r in rows} == {"0.1": 4, "0.2": 2, "0.3": 1}
+    assert {r["ppo.algorithm.clip_param"]: int(r["n_runs"]) for r in rows} == {"0.1": 4, "0.2": 2, "0.3": 1}
     for name in ("table_success.png", "table_profile.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     compare.main([str(tree), f"out={tmp_path / 'table.md'}"])
-    assert (tmp_path / "table.md").read_text().startswith("| ppo.clip_param | n_runs |")
+    assert (tmp_path / "table.md").read_text().startswith("| ppo.algorithm.clip_param | n_runs |")
 
 
 def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
-    """by=ppo.desired_kl puts all 7 finished runs in one group; by=ppo.clip fails naming
-    ppo.clip_param and seed, the keys that vary."""
-    (row,) = compare.main([str(tree), "by=ppo.desired_kl"]).rows
-    assert row["n_runs"] == 7 and row["ppo.desired_kl"] == "0.01"
+    """by=ppo.algorithm.desired_kl puts all 7 finished runs in one group; by=ppo.clip fails naming
+    ppo.algorithm.clip_param and seed, the keys that vary."""
+    (row,) = compare.main([str(tree), "by=ppo.algorithm.desired_kl"]).rows
+    assert row["n_runs"] == 7 and row["ppo.algorithm.desired_kl"] == "0.01"
     with pytest.raises(
-        KeyError, match=r"by='ppo.clip' is not a config key .*keys that vary: \['ppo.clip_param', 'seed'\]"
+        KeyError,
+        match=r"by='ppo.clip' is not a config key .*keys that vary: \['ppo.algorithm.clip_param', 'seed'\]",
     ):
         compare.main([str(tree), "by=ppo.clip"])
     with pytest.raises(ValueError, match="unknown option 'bye=seed'; options: by=, out="):
@@ -149,7 +155,7 @@ def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
     run and its entries."""
     result = compare.main([str(tree), "entry=dense"])
     assert result.unfinished == [tree / "b3"]
-    rows = {r["ppo.clip_param"]: r for r in result.rows}
+    rows = {r["ppo.algorithm.clip_param"]: r for r in result.rows}
     a = rows["0.1"]
     assert a["entry"] == "dense" and a["n_runs"] == 4
     assert a["success_rate_mean"] == pytest.approx(0.60)
@@ -236,15 +242,16 @@ def test_runs_mixing_suites_main_entries_are_refused_naming_both(tmp_path):
 
 
 def test_by_values_are_written_as_they_read(tmp_path):
-    """by=recipe,ppo.desired_kl: the string traps is written traps (not "traps"), the number 0.01 as 0.01."""
+    """by=recipe,ppo.algorithm.desired_kl: the string traps is written traps (not "traps"), the number
+    0.01 as 0.01."""
     for name in ("a1", "a2"):
         d = make_run(tmp_path / "runs", name, "0.1", int(name[1]), 0.80)
         cfg = yaml.safe_load((d / "config.yaml").read_text()) | {"recipe": "traps"}
         (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    compare.main([str(tmp_path / "runs"), "by=recipe,ppo.desired_kl", f"out={tmp_path / 't.csv'}"])
+    compare.main([str(tmp_path / "runs"), "by=recipe,ppo.algorithm.desired_kl", f"out={tmp_path / 't.csv'}"])
     with open(tmp_path / "t.csv") as f:
         (row,) = list(csv.DictReader(f))
-    assert (row["recipe"], row["ppo.desired_kl"], row["n_runs"]) == ("traps", "0.01", "2")
+    assert (row["recipe"], row["ppo.algorithm.desired_kl"], row["n_runs"]) == ("traps", "0.01", "2")
     cfg = yaml.safe_load((tmp_path / "runs" / "a2" / "config.yaml").read_text()) | {"recipe": 1}
     (tmp_path / "runs" / "a2" / "config.yaml").write_text(yaml.safe_dump(cfg))
     cfg["recipe"] = "1"  # the string "1" and the number 1 stay two groups
@@ -258,7 +265,7 @@ def test_each_run_counts_once_however_the_folders_overlap(tree):
     runs and mean 0.70, not 5 runs (a1 twice: (0.8+0.8+0.9+0.5+0.6)/5 = 0.72)."""
     spelled = tree.parent / "." / tree.name
     result = compare.main([str(tree), str(tree / "a1"), str(spelled)])
-    rows = {r["ppo.clip_param"]: r for r in result.rows}
+    rows = {r["ppo.algorithm.clip_param"]: r for r in result.rows}
     assert rows["0.1"]["n_runs"] == 4 and rows["0.1"]["success_rate_mean"] == pytest.approx(0.70)
     assert result.unfinished == [tree / "b3"]
 
@@ -320,3 +327,19 @@ def test_a_broken_run_config_is_named(tree):
     (tree / "a2" / "config.yaml").write_text("ppo: [unclosed\n")
     with pytest.raises(ValueError, match=f"{tree / 'a2' / 'config.yaml'} cannot be read as a run's config"):
         compare.main([str(tree)])
+
+
+def test_runs_from_before_the_ppo_sections_group_with_todays(tmp_path):
+    """Runs stored with flat ppo keys (``ppo.clip_param`` in overrides.yaml and config.yaml) group with
+    today's runs of the same value, by their overrides and by ``by=`` in either name."""
+    for name, (clip, seed, success) in RUNS.items():
+        make_run(tmp_path, name, clip, seed, success, old=name in ("a1", "a2", "c1"))
+    rows = compare.compare([tmp_path]).rows
+    assert {r["ppo.algorithm.clip_param"]: int(r["n_runs"]) for r in rows} == {"0.1": 4, "0.2": 2, "0.3": 1}
+    for by in ("ppo.clip_param", "ppo.algorithm.clip_param"):
+        rows = compare.compare([tmp_path], by=[by]).rows
+        assert {r["ppo.algorithm.clip_param"]: int(r["n_runs"]) for r in rows} == {
+            "0.1": 4,
+            "0.2": 2,
+            "0.3": 1,
+        }

@@ -159,9 +159,9 @@ def test_default_run_dirs_differ_within_one_second():
             r"obs.terms.lidar.params.encoding=log \(it is linear here\)",
         ),
         (
-            "ppo.hidden_dims=[64,64]",
+            "ppo.policy.hidden_dims=[64,64]",
             r"actor mlp.0.weight: checkpoint \(256, 78\), this config \(64, 78\).*"
-            r"ppo.hidden_dims: checkpoint \[256, 256\], this config \[64, 64\]",
+            r"ppo.policy.hidden_dims: checkpoint \[256, 256\], this config \[64, 64\]",
         ),
     ],
 )
@@ -370,8 +370,8 @@ def test_std_error_from_rsl_rl_names_iteration_and_last_good_checkpoint(tmp_path
     ("override", "message"),
     [
         (
-            "ppo.num_mini_batches=1000",
-            r"ppo.num_mini_batches=1000 is invalid; allowed: 1 <= value <= env.num_envs \* "
+            "ppo.algorithm.num_mini_batches=1000",
+            r"ppo.algorithm.num_mini_batches=1000 is invalid; allowed: 1 <= value <= env.num_envs \* "
             r"ppo.num_steps_per_env = 4 \* 16 = 64",
         ),
         ("ppo.max_iterations=0", r"ppo.max_iterations=0 is invalid; allowed: an integer >= 1"),

@@ -53,15 +53,15 @@ def app(cwd: Path, *overrides: str, **kw) -> subprocess.Popen:
 
 # -- divergence: the last good iteration, never a checkpoint of a broken policy ---------------------
 def test_an_update_that_breaks_the_policy_stops_before_any_checkpoint(tmp_path):
-    """ppo.learning_rate=1e30 (fixed, one epoch, one mini-batch): the first update leaves finite
+    """ppo.algorithm.learning_rate=1e30 (fixed, one epoch, one mini-batch): the first update leaves finite
     weights of about 1e30 whose actions are inf. Stopped at iteration 0 naming the probe, and no
     model_0.pt holding that policy is written."""
     overrides = [
         *RUN,
-        "ppo.learning_rate=1e30",
-        "ppo.schedule=fixed",
-        "ppo.num_learning_epochs=1",
-        "ppo.num_mini_batches=1",
+        "ppo.algorithm.learning_rate=1e30",
+        "ppo.algorithm.schedule=fixed",
+        "ppo.algorithm.num_learning_epochs=1",
+        "ppo.algorithm.num_mini_batches=1",
     ]
     with pytest.raises(
         NonFiniteLossError,
@@ -131,6 +131,10 @@ def test_the_guard_holds_its_claim_until_the_launch_ends(tmp_path):
         (
             ["ppo.max_iterations=0"],
             r"^Error: ppo config: ppo.max_iterations=0 is invalid; allowed: an integer >= 1$",
+        ),
+        (  # an old name (ppo.clip_param) is checked under its new one
+            ["ppo.clip_param=1.5"],
+            r"^Error: ppo config: ppo.algorithm.clip_param=1.5 is invalid; allowed: 0 < value <= 1$",
         ),
         (  # a curriculum end the env refuses: one line too, not a traceback from inside the training
             ["curriculum=success", "curriculum.easy.cylinder_count=[0,20]"],
@@ -216,8 +220,8 @@ def test_refused_launches_and_resumes_leave_no_stray_run_dir(tmp_path):
 # -- a resume applies what it changes and keeps every earlier segment's records ---------------------
 def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_records(tmp_path):
     """Train 2 iterations (adaptive rate from 3e-4, with a 4-episode evaluation), then resume with
-    ppo.learning_rate=0.0123 ppo.schedule=fixed for one more: the optimizer trains at 0.0123 (the
-    checkpoint's adapted rate is replaced, said on stdout), config.yaml says 0.0123 / fixed,
+    ppo.algorithm.learning_rate=0.0123 ppo.algorithm.schedule=fixed for one more: the optimizer trains
+    at 0.0123 (the checkpoint's adapted rate is replaced, said on stdout), config.yaml says 0.0123 / fixed,
     run_info.json keeps the first launch's created/argv and lists both segments with the changed
     keys (not env.device: auto resolves to the run's cpu) and each one's device and worlds, and the
     first segment's config.yaml and eval.json are kept under segments/1/ unchanged."""
@@ -227,21 +231,28 @@ def test_a_resume_applies_a_changed_learning_rate_and_keeps_the_first_segments_r
     info0 = json.loads((run_dir / "run_info.json").read_text())
     config0, eval0 = sha(run_dir / "config.yaml"), sha(run_dir / "eval.json")
 
-    second = [*first, "ppo.learning_rate=0.0123", "ppo.schedule=fixed", "ppo.max_iterations=3"]
+    second = [
+        *first,
+        "ppo.algorithm.learning_rate=0.0123",
+        "ppo.algorithm.schedule=fixed",
+        "ppo.max_iterations=3",
+    ]
     second += [f"resume={run_dir}", "env.device=auto" if not torch.cuda.is_available() else "env.device=cpu"]
     run(compose_config(second), run_dir, second, quiet=True)
 
     ckpt = torch.load(run_dir / "model_2.pt", map_location="cpu", weights_only=False)
     assert [g["lr"] for g in ckpt["optimizer_state_dict"]["param_groups"]] == [0.0123]
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert cfg["ppo"]["learning_rate"] == 0.0123 and cfg["ppo"]["schedule"] == "fixed"
+    assert (
+        cfg["ppo"]["algorithm"]["learning_rate"] == 0.0123 and cfg["ppo"]["algorithm"]["schedule"] == "fixed"
+    )
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["created"] == info0["created"] and info["argv"] == info0["argv"]
     assert [s["start_iteration"] for s in info["segments"]] == [0, 2]
     assert info["segments"][0]["started"] == info0["created"]
     changed = info["segments"][1]["changed"]
-    assert changed["ppo.learning_rate"] == [0.0003, 0.0123]
-    assert changed["ppo.schedule"] == ["adaptive", "fixed"]
+    assert changed["ppo.algorithm.learning_rate"] == [0.0003, 0.0123]
+    assert changed["ppo.algorithm.schedule"] == ["adaptive", "fixed"]
     assert changed["ppo.max_iterations"] == [2, 3]
     assert "env.device" not in changed  # cpu, then auto resolving to cpu: the same device
     assert [(s["device"], s["world_size"], s["num_envs_total"]) for s in info["segments"]] == [
@@ -349,13 +360,13 @@ def test_a_resume_repeats_the_runs_latest_overrides_and_the_command_line_wins(tm
     (run_dir / "model_3.pt").write_bytes(b"")
     (run_dir / ".hydra" / "overrides.yaml").write_text("- env=room\n- seed=7\n")
     latest = ["env=traps", "reward=path", "seed=1", "size=cpu", "ppo.max_iterations=350", "resume=old"]
-    latest += ["sweep.trial_id=3", "experiment_name=run_${seed}", "ppo.gamma=0.98"]
+    latest += ["sweep.trial_id=3", "experiment_name=run_${seed}", "ppo.algorithm.gamma=0.98"]
     (run_dir / ".hydra" / stamp / "overrides.yaml").write_text(yaml.dump(latest))
     refused = run_dir / ".hydra" / "resume_2026-01-02_00-00-00_000000" / "overrides.yaml"
     refused.write_text(yaml.dump(["env=empty"]))
     segment = {"argv": ["train.py", f"hydra.output_subdir=.hydra/{stamp}"]}
     (run_dir / "run_info.json").write_text(json.dumps({"segments": [{"argv": ["train.py"]}, segment]}))
-    argv = ["train.py", f"resume={run_dir}", "ppo.max_iterations=700", "~ppo.gamma"]
+    argv = ["train.py", f"resume={run_dir}", "ppo.max_iterations=700", "~ppo.algorithm.gamma"]
     got = resume_overrides_argv(argv)
     inherited = ["env=traps", "reward=path", "seed=1", "size=cpu", "experiment_name=run_${seed}"]
     assert got == ["train.py", *inherited, *argv[1:]]

@@ -100,7 +100,7 @@ def test_a_ppo_rollout_makes_no_host_sync():
     # Every world times out after 10 steps at the latest (2 episodes in 20 steps); a random action
     # may end one earlier (a collision), so each finished episode is booked exactly once.
     assert int(finished) >= 16 * 2
-    assert len(runner._returns.values()) == int(finished)
+    assert len(runner.logger.returns.values()) == int(finished)
 
 
 def test_resets_elsewhere_leave_a_running_world_bit_for_bit_unchanged(scenario_file, backend):

@@ -53,7 +53,7 @@ def launch(tmp_path: Path, out: Path, *overrides: str, **env: str) -> subprocess
         **os.environ,
         "PYTHON": str(stub),
         "CALLS": str(tmp_path / "calls"),
-        "RECIPES": "ppo.model=mlp",
+        "RECIPES": "ppo.policy.model=mlp",
         **env,
     }
     return subprocess.run(
@@ -95,15 +95,15 @@ def test_a_second_launch_completes_only_what_is_missing_and_a_failure_is_the_exi
     out = tmp_path / "out"
     first = launch(tmp_path, out, SEEDS="1 13")
     assert first.returncode == 1 and "failed (see each seed's .log):" in first.stderr
-    assert "ppo.model_mlp/seed_13" in first.stderr and "seed_1 " not in first.stderr
+    assert "ppo.policy.model_mlp/seed_13" in first.stderr and "seed_1 " not in first.stderr
     assert len(calls(tmp_path, "train")) == 2
-    seed1 = out / "ppo.model_mlp" / "seed_1"
+    seed1 = out / "ppo.policy.model_mlp" / "seed_1"
     assert sorted(p.name for p in seed1.glob("eval_*")) == [
         "eval_model_0_run_0_suite-default.json",
         "eval_model_0_run_0_suite-ood.json",
     ]
     assert (out / "entries.md").is_file()
-    log_before = (out / "ppo.model_mlp" / "seed_1.log").read_text()
+    log_before = (out / "ppo.policy.model_mlp" / "seed_1.log").read_text()
 
     again = launch(tmp_path, out, SEEDS="1 13")
     assert again.returncode == 1
@@ -112,14 +112,14 @@ def test_a_second_launch_completes_only_what_is_missing_and_a_failure_is_the_exi
     assert len(trained) == 1 and "seed=13" in trained[0]
     assert not [c for c in lines if c.startswith("-m navexp.evaluate") and f"checkpoint={seed1} " in c + " "]
     (tmp_path / "calls").unlink()
-    log = (out / "ppo.model_mlp" / "seed_1.log").read_text()
+    log = (out / "ppo.policy.model_mlp" / "seed_1.log").read_text()
     assert log.startswith(log_before) and "is a finished run: not trained again" in log
 
-    (out / "ppo.model_mlp" / "seed_2").mkdir()  # a run killed before its eval.json
+    (out / "ppo.policy.model_mlp" / "seed_2").mkdir()  # a run killed before its eval.json
     third = launch(tmp_path, out, SEEDS="1 2")  # seed 13's earlier failure is not this launch's
     assert third.returncode == 1 and "holds an unfinished run: resume it" in third.stderr
-    assert third.stderr.strip().endswith(f"failed (see each seed's .log): {out}/ppo.model_mlp/seed_2")
-    assert not calls(tmp_path, "train") and not list((out / "ppo.model_mlp" / "seed_2").iterdir())
+    assert third.stderr.strip().endswith(f"failed (see each seed's .log): {out}/ppo.policy.model_mlp/seed_2")
+    assert not calls(tmp_path, "train") and not list((out / "ppo.policy.model_mlp" / "seed_2").iterdir())
     assert launch(tmp_path, out, SEEDS="1").returncode == 0
 
 
@@ -137,7 +137,7 @@ def test_a_finished_run_of_other_overrides_is_reported_not_reused(tmp_path):
     again = launch(tmp_path, out, "ppo.max_iterations=6", SEEDS="1")
     assert again.returncode == 1
     assert (
-        "is a finished run of other overrides (its overrides ['eval.suite=families', 'ppo.model=mlp', "
+        "is a finished run of other overrides (its overrides ['eval.suite=families', 'ppo.policy.model=mlp', "
         in again.stderr
     )
     assert "'ppo.max_iterations=6'" in again.stderr and "use another OUT_DIR, or remove it" in again.stderr
@@ -145,11 +145,13 @@ def test_a_finished_run_of_other_overrides_is_reported_not_reused(tmp_path):
 
 
 def test_a_recipe_value_with_commas_stays_one_override(tmp_path):
-    """RECIPES="ppo.actor_hidden_dims=[64,64],ppo.model=mlp": two overrides, the list whole (before:
+    """RECIPES="ppo.actor_hidden_dims=[64,64],ppo.policy.model=mlp": two overrides, the list whole (before:
     split into `ppo.actor_hidden_dims=[64` and `64]`, which Hydra refused)."""
-    launch(tmp_path, tmp_path / "out", SEEDS="1", RECIPES="ppo.actor_hidden_dims=[64,64],ppo.model=mlp")
+    launch(
+        tmp_path, tmp_path / "out", SEEDS="1", RECIPES="ppo.actor_hidden_dims=[64,64],ppo.policy.model=mlp"
+    )
     (train,) = calls(tmp_path, "train")
-    assert " ppo.actor_hidden_dims=[64,64] ppo.model=mlp seed=1 " in train
+    assert " ppo.actor_hidden_dims=[64,64] ppo.policy.model=mlp seed=1 " in train
 
 
 def test_an_output_dir_that_is_a_file_is_refused(tmp_path):

@@ -1,4 +1,5 @@
-"""ppo.model=rnn|cnn: training, checkpoints, hidden-state resets, export (TorchScript, ONNX) and deploy."""
+"""ppo.policy.model=rnn|cnn: training, checkpoints, hidden-state resets, export (TorchScript, ONNX) and
+deploy."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ RUN = [*TINY, "ppo.save_interval=1", "eval.num_episodes=3", *NO_MEDIA, "size=non
 """2 iterations on 4 worlds; the final evaluation runs 3 worlds, so an RNN's state from training (4
 worlds) must be dropped when the evaluation starts."""
 
-KINDS = {"rnn": ["ppo.model=rnn", "ppo.rnn_hidden_dim=32"], "cnn": ["ppo.model=cnn"]}
+KINDS = {"rnn": ["ppo.policy.model=rnn", "ppo.policy.rnn_hidden_dim=32"], "cnn": ["ppo.policy.model=cnn"]}
 
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
@@ -168,28 +169,30 @@ def test_meta_describes_the_model(exported):
 
 
 def test_resume_or_evaluate_with_another_model_fails(trained, tmp_path):
-    """resume= or evaluate with a different ppo.model is refused naming both kinds; nothing is written."""
+    """resume= or evaluate with a different ppo.policy.model is refused naming both kinds; nothing is
+    written."""
     from navexp import evaluate
 
     kind, run_dir = trained
     other = "mlp"
     before = sorted(p.name for p in run_dir.iterdir())
-    msg = rf"holds a ppo.model='{kind}' policy; this config uses ppo.model='{other}'"
+    msg = rf"holds a ppo.policy.model='{kind}' policy; this config uses ppo.policy.model='{other}'"
     with pytest.raises(ValueError, match=msg):
-        overrides = [*RUN, f"ppo.model={other}", f"resume={run_dir}"]
+        overrides = [*RUN, f"ppo.policy.model={other}", f"resume={run_dir}"]
         run(compose_config(overrides), tmp_path / "x", overrides, quiet=True)
     with pytest.raises(ValueError, match=msg):
-        evaluate.main([f"checkpoint={run_dir}", f"ppo.model={other}", f"out={tmp_path / 'e.json'}"])
+        evaluate.main([f"checkpoint={run_dir}", f"ppo.policy.model={other}", f"out={tmp_path / 'e.json'}"])
     assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
 def test_a_recurrent_actor_trains_beside_a_feed_forward_critic(tiny_run, tmp_path):
-    """ppo.model=rnn with ppo.critic_model=mlp: the actor holds the GRU (3 x 32 gates over 78 columns),
-    the critic none (its MLP reads the 78 columns straight); rsl_rl's recurrent PPO path trains both.
-    Resuming it with a GRU critic is refused naming ppo.critic_model; nothing is written."""
+    """ppo.policy.model=rnn with ppo.policy.critic_model=mlp: the actor holds the GRU (3 x 32 gates over
+    78 columns), the critic none (its MLP reads the 78 columns straight); rsl_rl's recurrent PPO path
+    trains both. Resuming it with a GRU critic is refused naming ppo.policy.critic_model; nothing is
+    written."""
     from navexp.learn.checkpoint import load_checkpoint
 
-    run_dir = tiny_run([*RUN, *KINDS["rnn"], "ppo.critic_model=mlp"])
+    run_dir = tiny_run([*RUN, *KINDS["rnn"], "ppo.policy.critic_model=mlp"])
     ckpt = load_checkpoint(run_dir)
     actor, critic = ckpt["actor_state_dict"], ckpt["critic_state_dict"]
     assert ckpt["iter"] == 1 and ckpt["infos"]["model"] == {"kind": "rnn", "recurrent": True}
@@ -198,7 +201,7 @@ def test_a_recurrent_actor_trains_beside_a_feed_forward_critic(tiny_run, tmp_pat
     assert json.loads((run_dir / "eval.json").read_text())["num_episodes"] == 3
     before = sorted(p.name for p in run_dir.iterdir())
     overrides = [*RUN, *KINDS["rnn"], f"resume={run_dir}"]
-    with pytest.raises(ValueError, match=r"ppo.critic_model: checkpoint 'mlp', this config None"):
+    with pytest.raises(ValueError, match=r"ppo.policy.critic_model: checkpoint 'mlp', this config None"):
         run(compose_config(overrides), tmp_path / "x", overrides, quiet=True)
     assert sorted(p.name for p in run_dir.iterdir()) == before
 
@@ -256,28 +259,37 @@ def test_circular_conv_wraps_around_the_scan():
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("ppo.model=lstm", r"ppo.model='lstm' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"),
-        ("ppo.rnn_type=rnn", r"ppo.rnn_type='rnn' is invalid; allowed: \['gru', 'lstm'\]"),
+        ("ppo.policy.model=lstm", r"ppo.policy.model='lstm' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"),
+        ("ppo.policy.rnn_type=rnn", r"ppo.policy.rnn_type='rnn' is invalid; allowed: \['gru', 'lstm'\]"),
         (
-            "ppo.critic_model=gru",
-            r"ppo.critic_model='gru' is invalid; allowed: \['mlp', 'rnn', 'cnn'\] or null \(= ppo.model\)",
+            "ppo.policy.critic_model=gru",
+            r"ppo.policy.critic_model='gru' is invalid; allowed: \['mlp', 'rnn', 'cnn'\] or null "
+            r"\(= ppo.policy.model\)",
         ),
-        ("ppo.cnn_kernel_sizes=[4,5]", r"ppo.cnn_kernel_sizes=\[4, 5\] is invalid; allowed: odd integers"),
-        ("ppo.cnn_strides=[2]", r"ppo.cnn_channels=\[16, 16\].*allowed: lists of one equal length"),
-        ("obs.terms.lidar.enabled=false", r"ppo.model=cnn convolves the LiDAR scan"),
         (
-            "ppo.num_mini_batches=8",
-            r"ppo.num_mini_batches=8 is invalid; allowed: 1 <= value <= env.num_envs = 4 ",
+            "ppo.policy.cnn_kernel_sizes=[4,5]",
+            r"ppo.policy.cnn_kernel_sizes=\[4, 5\] is invalid; allowed: odd integers",
+        ),
+        (
+            "ppo.policy.cnn_strides=[2]",
+            r"ppo.policy.cnn_channels=\[16, 16\].*allowed: lists of one equal length",
+        ),
+        ("obs.terms.lidar.enabled=false", r"ppo.policy.model=cnn convolves the LiDAR scan"),
+        (
+            "ppo.algorithm.num_mini_batches=8",
+            r"ppo.algorithm.num_mini_batches=8 is invalid; allowed: 1 <= value <= env.num_envs = 4 ",
         ),
     ],
 )
 def test_bad_model_settings_fail_before_anything_is_built(override, message, tmp_path):
-    """Each bad ppo.model* setting fails naming the key, the value and what is allowed; no run dir."""
+    """Each bad ppo.policy.model* setting fails naming the key, the value and what is allowed; no run dir."""
     model = (
-        [] if override.startswith("ppo.model=") else ["ppo.model=" + ("cnn" if "cnn" in override else "rnn")]
+        []
+        if override.startswith("ppo.policy.model=")
+        else ["ppo.policy.model=" + ("cnn" if "cnn" in override else "rnn")]
     )
     if "lidar" in override:
-        model = ["ppo.model=cnn"]
+        model = ["ppo.policy.model=cnn"]
     overrides = [*RUN, *model, override]
     with pytest.raises(ValueError, match=message):
         run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
@@ -377,8 +389,8 @@ def test_cnn_reads_each_history_frame_as_a_channel(tmp_path):
 
 
 def test_a_checkpoint_from_before_ppo_model_is_an_mlp(trained):
-    """A checkpoint without ``infos.model`` and without the ppo.model/rnn/cnn keys in its stored config
-    (written before they existed) loads as ppo.model=mlp, and check_model accepts it as one."""
+    """A checkpoint without ``infos.model`` and without the ppo.policy.model/rnn/cnn keys in its stored config
+    (written before they existed) loads as ppo.policy.model=mlp, and check_model accepts it as one."""
     import copy
 
     from navexp.config.run_config import load_run_config
@@ -386,10 +398,17 @@ def test_a_checkpoint_from_before_ppo_model_is_an_mlp(trained):
 
     old = copy.deepcopy(load_checkpoint(trained[1]))
     del old["infos"]["model"]
-    for key in [k for k in old["infos"]["config"]["ppo"] if k == "model" or k.startswith(("rnn_", "cnn_"))]:
-        del old["infos"]["config"]["ppo"][key]
+    ppo = old["infos"]["config"]["ppo"]  # flat, as stored before the ppo sections (and the model keys)
+    for section in ("algorithm", "policy"):
+        ppo.update(ppo.pop(section))
+    for key in [k for k in ppo if k == "model" or k.startswith(("rnn_", "cnn_"))]:
+        del ppo[key]
     cfg = load_run_config(old, [])
-    assert cfg.ppo.model == "mlp" and cfg.ppo.rnn_type == "gru" and list(cfg.ppo.cnn_strides) == [2, 2]
+    assert (
+        cfg.ppo.policy.model == "mlp"
+        and cfg.ppo.policy.rnn_type == "gru"
+        and list(cfg.ppo.policy.cnn_strides) == [2, 2]
+    )
     assert checkpoint_model(old) == "mlp"
     check_model(old, "mlp")
 
@@ -445,7 +464,7 @@ def test_evaluation_starts_every_episode_from_the_zero_state(tiny_run):
 
 def test_every_model_kind_has_a_numpy_twin_and_names_are_unique():
     """The registry: mlp, rnn, cnn in that order (the default first), each with a numpy loader on the
-    robot side; registering a name twice raises naming it; an unknown ppo.model lists the kinds."""
+    robot side; registering a name twice raises naming it; an unknown ppo.policy.model lists the kinds."""
     from navexp.deploy.numpy_nets import NUMPY_MODELS
     from navexp.learn.models import MODELS, ModelKind, get_model, register_model
 
@@ -457,14 +476,16 @@ def test_every_model_kind_has_a_numpy_twin_and_names_are_unique():
 
     with pytest.raises(ValueError, match="model 'rnn' is already registered"):
         register_model(Again)
-    with pytest.raises(ValueError, match=r"ppo.model='gpt' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"):
+    with pytest.raises(
+        ValueError, match=r"ppo.policy.model='gpt' is invalid; allowed: \['mlp', 'rnn', 'cnn'\]"
+    ):
         get_model("gpt")
 
 
 def test_a_state_dependent_std_deploys_its_mean(tmp_path):
-    """ppo.state_dependent_std=true: rsl_rl's heteroscedastic Gaussian, whose last layer outputs the mean
-    rows then the std rows. The std head is given weights of its own, so an export that kept all 6 rows
-    or the wrong 3 would differ; TorchScript, ONNX and NumpyPolicy give the mean within 1e-5."""
+    """ppo.policy.state_dependent_std=true: rsl_rl's heteroscedastic Gaussian, whose last layer outputs
+    the mean rows then the std rows. The std head is given weights of its own, so an export that kept all
+    6 rows or the wrong 3 would differ; TorchScript, ONNX and NumpyPolicy give the mean within 1e-5."""
     import onnxruntime as ort
     from rsl_rl.utils import resolve_class
 
@@ -472,7 +493,9 @@ def test_a_state_dependent_std_deploys_its_mean(tmp_path):
     from navexp.deploy.export import export_onnx
     from navexp.learn.rl_cfg import build_train_cfg
 
-    train_cfg = build_train_cfg(compose_config(["ppo.state_dependent_std=true", "ppo.std_type=log"]))
+    train_cfg = build_train_cfg(
+        compose_config(["ppo.policy.state_dependent_std=true", "ppo.policy.std_type=log"])
+    )
     assert train_cfg["actor"]["distribution_cfg"]["class_name"] == "HeteroscedasticGaussianDistribution"
     torch.manual_seed(3)
     x = torch.rand(5, 78)

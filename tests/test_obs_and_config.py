@@ -12,6 +12,7 @@ from conftest import build_env
 from hydra.errors import ConfigCompositionException
 
 from navexp import compose_config, make_env
+from navexp.learn.ppo_cfg import check_ppo_cfg
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.paths import CONFIG_DIR
 from navexp.task.obs.manager import ObservationManager
@@ -69,7 +70,7 @@ def test_a_term_returning_the_wrong_width_is_an_error():
 def test_sim_only_group_in_the_actor_is_a_hard_error():
     cfg = compose_config(["obs=asymmetric", "ppo.actor_obs_groups=[policy,privileged]"])
     with pytest.raises(ValueError, match=r"actor may only read deployable groups \['policy'\]"):
-        build_train_cfg(cfg)
+        check_ppo_cfg(cfg)
 
 
 def test_yaml_cannot_move_a_term_to_another_group():

@@ -223,7 +223,8 @@ def test_the_app_refuses_an_averaged_or_mismatched_resume_in_one_line(tmp_path):
     save_atomic(ckpt, run_dir / "model_2.pt")
     with pytest.raises(
         SystemExit,
-        match=r"^Error: .*holds a ppo.model='rnn' policy.*recipe=traps; this launch composes recipe=none\)",
+        match=r"^Error: .*holds a ppo.policy.model='rnn' policy.*recipe=traps; this launch composes "
+        r"recipe=none\)",
     ):
         guard(f"resume={run_dir / 'model_2.pt'}", "recipe=none")
     # A budget below what the checkpoint trained (iterations 0-2: 3): the run would record

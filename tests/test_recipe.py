@@ -20,7 +20,8 @@ TRAP_COMMAND = [
     "ppo.num_learning_epochs=3",
     "ppo.average_checkpoints=4",
 ]
-"""The trap recipe as README.md wrote it before the group existed."""
+"""The trap recipe as README.md wrote it before the group existed (and before the ppo sections: the
+old names, ``ppo.model``, still compose to the same config)."""
 
 
 @pytest.mark.parametrize("size", ["cpu", "gpu"])
@@ -31,18 +32,19 @@ def test_the_trap_recipe_is_the_documented_command(size):
     by_keys = OmegaConf.to_container(compose_config([f"size={size}", *TRAP_COMMAND]))
     assert (by_name.pop("recipe"), by_keys.pop("recipe")) == ("traps", "none")
     assert by_name == by_keys
-    assert by_name["ppo"]["num_mini_batches"] == 2 and by_name["ppo"]["num_learning_epochs"] == 3
-    assert by_name["env"]["episode_length_s"] == 40.0 and by_name["ppo"]["model"] == "rnn"
+    algorithm = by_name["ppo"]["algorithm"]
+    assert algorithm["num_mini_batches"] == 2 and algorithm["num_learning_epochs"] == 3
+    assert by_name["env"]["episode_length_s"] == 40.0 and by_name["ppo"]["policy"]["model"] == "rnn"
     assert by_name["env"]["maps"]["weights"]["cul_de_sac"] == 0.25
 
 
 def test_the_command_line_wins_over_the_recipe():
-    """recipe=traps env=room ppo.num_mini_batches=8: the room's 25 s episodes, 8 mini-batches, the
+    """recipe=traps env=room ppo.algorithm.num_mini_batches=8: the room's 25 s episodes, 8 mini-batches, the
     recipe's other keys (the GRU, the 0.1 s safety horizon) kept."""
-    cfg = compose_config(["size=cpu", "recipe=traps", "env=room", "ppo.num_mini_batches=8"])
+    cfg = compose_config(["size=cpu", "recipe=traps", "env=room", "ppo.algorithm.num_mini_batches=8"])
     assert cfg.env.episode_length_s == 25.0 and cfg.env.maps.weights.cul_de_sac == 0.0
-    assert cfg.ppo.num_mini_batches == 8
-    assert cfg.ppo.model == "rnn" and cfg.env.robot.safety_horizon_s == 0.1
+    assert cfg.ppo.algorithm.num_mini_batches == 8
+    assert cfg.ppo.policy.model == "rnn" and cfg.env.robot.safety_horizon_s == 0.1
 
 
 def test_the_size_preset_reports_only_the_keys_it_set():
@@ -50,10 +52,10 @@ def test_the_size_preset_reports_only_the_keys_it_set():
     (the recipe's 2 are); its 256 worlds and 350 iterations are."""
     overrides = ["size=cpu", "recipe=traps"]
     applied = applied_preset("cpu", overrides, compose_config(overrides))
-    assert "ppo.num_mini_batches" not in applied
+    assert "ppo.algorithm.num_mini_batches" not in applied
     assert applied["env.num_envs"] == 256 and applied["ppo.max_iterations"] == 350
     plain = applied_preset("cpu", ["size=cpu"], compose_config(["size=cpu"]))
-    assert plain["ppo.num_mini_batches"] == 4
+    assert plain["ppo.algorithm.num_mini_batches"] == 4
 
 
 def test_an_unknown_recipe_names_the_options():

@@ -50,8 +50,9 @@ def test_run_config_equals_hydra_composed_config(tmp_path):
     assert "size=cpu" in yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())
     info = json.loads((run_dir / "run_info.json").read_text())
     assert info["size_preset"] == "cpu"
-    # cpu sets 6 keys; the command line set env.num_envs, ppo.num_steps_per_env, ppo.num_mini_batches,
-    # ppo.max_iterations and eval.num_episodes, which leaves ppo.save_interval.
+    # cpu sets 6 keys; the command line set env.num_envs, ppo.num_steps_per_env,
+    # ppo.algorithm.num_mini_batches, ppo.max_iterations and eval.num_episodes, which leaves
+    # ppo.save_interval.
     assert info["size_applied"] == {"ppo.save_interval": 50}
 
 

@@ -63,10 +63,10 @@ def test_default_study_runs_reports_and_continues(tmp_path):
         "reward.terms.near_obstacle.weight",
         "reward.terms.time.weight",
         "reward.terms.timeout.weight",
-        "ppo.desired_kl",
-        "ppo.clip_param",
+        "ppo.algorithm.desired_kl",
+        "ppo.algorithm.clip_param",
     }
-    assert all(0.002 <= t.params["ppo.desired_kl"] <= 0.05 for t in trials)
+    assert all(0.002 <= t.params["ppo.algorithm.desired_kl"] <= 0.05 for t in trials)
     for t in trials:  # each trial is a full run with its own directory and evaluation
         ev = json.loads((Path(t.user_attrs["run_dir"]) / "eval.json").read_text())
         assert ev["success_rate"] == t.value == t.user_attrs["success_rate"]
@@ -135,7 +135,7 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
     killed = study.ask()
     beat(storage, trial_id(killed))
     time.sleep(3)
-    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.algorithm.clip_param: interval(0.1, 0.3)\n")
     sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -152,7 +152,7 @@ def test_stale_running_trial_is_marked_failed_and_completed_ones_kept(tmp_path):
 def test_multi_objective_and_pruning_reports(tmp_path):
     """Two objectives (multi-objective TPE) give a Pareto front; pruning reports (Wilcoxon pruner)
     record the trials' intermediate values."""
-    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.algorithm.clip_param: interval(0.1, 0.3)\n")
     sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -198,7 +198,7 @@ def test_gp_sampler_on_a_journal_file_with_the_plugins_n_trials(tmp_path):
     assert "sampler GPSampler" in proc.stdout + proc.stderr
     study = optuna.load_study(study_name="unit", storage=open_storage(f"journal:{tmp_path}/study.log"))
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
-    assert len({t.params["ppo.clip_param"] for t in study.trials}) == 3
+    assert len({t.params["ppo.algorithm.clip_param"] for t in study.trials}) == 3
     assert (
         json.loads((tmp_path / "study.log-unit" / "summary.json").read_text())["trial_states"]["COMPLETE"]
         == 3
@@ -214,7 +214,7 @@ def test_basic_sweeper_still_runs_seeds(tmp_path):
 
 
 def test_joblib_launcher_runs_trials_in_parallel(tmp_path):
-    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.algorithm.clip_param: interval(0.1, 0.3)\n")
     proc = sweep(
         tmp_path,
         "hydra/sweeper=optuna",
@@ -238,7 +238,7 @@ def test_joblib_launcher_runs_trials_in_parallel(tmp_path):
 def test_sweep_report_cli(tmp_path):
     from navexp import sweep_report
 
-    space = write_space(tmp_path, "ppo.clip_param: interval(0.1, 0.3)\n")
+    space = write_space(tmp_path, "ppo.algorithm.clip_param: interval(0.1, 0.3)\n")
     sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", "sweep.n_trials=2")
     out = sweep_report.main([str(tmp_path / "study.db"), "--out", str(tmp_path / "rep")])
     text = (out / "report.md").read_text()

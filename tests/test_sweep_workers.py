@@ -36,9 +36,9 @@ RUN += ["ppo.max_iterations=1", "eval.num_episodes=4", "eval.plot_episodes=0", "
 # 0.1-0.3) and two entries fixed, so clip_param is the whole space of these studies.
 SPACE = [
     "sweep.space=ppo_trust_region",
-    "ppo.clip_param=interval(0.12,0.28)",
-    "ppo.desired_kl=0.01",
-    "ppo.learning_rate=0.0003",
+    "ppo.algorithm.clip_param=interval(0.12,0.28)",
+    "ppo.algorithm.desired_kl=0.01",
+    "ppo.algorithm.learning_rate=0.0003",
 ]
 
 
@@ -113,12 +113,12 @@ def check_shared_study(study: optuna.Study, tmp_path: Path) -> None:
     """3 COMPLETE trials, pairwise distinct parameters, each in its own <sweep dir>/trial_<n>."""
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
-    clips = [t.params["ppo.clip_param"] for t in trials]
+    clips = [t.params["ppo.algorithm.clip_param"] for t in trials]
     assert len(set(clips)) == 3 and all(0.12 <= c <= 0.28 for c in clips)
     dirs = [Path(t.user_attrs["run_dir"]) for t in trials]
     assert dirs == [tmp_path / "sweep" / f"trial_{t.number}" for t in trials]
     for t, d in zip(trials, dirs, strict=True):  # each run's config holds its own sampled value
-        assert f"clip_param: {t.params['ppo.clip_param']}" in (d / "config.yaml").read_text()
+        assert f"clip_param: {t.params['ppo.algorithm.clip_param']}" in (d / "config.yaml").read_text()
         assert (d / "eval.json").is_file()
 
 
@@ -207,10 +207,10 @@ def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
     study = optuna.create_study(study_name="live", storage=storage, direction="maximize")
     for value in (0.25, 0.5):
         t = study.ask()
-        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        t.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
         study.tell(t, value)
-    study.ask().suggest_float("ppo.clip_param", 0.1, 0.3)  # left RUNNING
-    study.enqueue_trial({"ppo.clip_param": 0.2})  # WAITING
+    study.ask().suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)  # left RUNNING
+    study.enqueue_trial({"ppo.algorithm.clip_param": 0.2})  # WAITING
     out = sweep_report.main([str(tmp_path / "live.db"), "--out", str(tmp_path / "rep")])
     assert "study live: RUNNING 1, COMPLETE 2, WAITING 1" in capsys.readouterr().out
     assert "| 2 | RUNNING |" in (out / "trials.md").read_text()
@@ -249,9 +249,9 @@ def test_readme_sweep_commands_are_what_hydra_accepts():
         dist, fixed = distributions(task)
         searched.update(dist)
         check_keys([*dist, *fixed], cfg, "README")
-    assert searched["ppo.clip_param"] == FloatDistribution(0.12, 0.28)
+    assert searched["ppo.algorithm.clip_param"] == FloatDistribution(0.12, 0.28)
     assert searched["reward.terms.goal.weight"] == CategoricalDistribution([10, 15, 20])
-    assert searched["ppo.desired_kl"] == FloatDistribution(0.002, 0.05, log=True)
+    assert searched["ppo.algorithm.desired_kl"] == FloatDistribution(0.002, 0.05, log=True)
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ SAMPLERS = ["tpe", "random", "cmaes", "gp", "nsgaii", "nsgaiii", "qmc", "grid", 
 
 def score(cfg) -> float:
     """A success rate the sweeper can climb: 1 at clip_param 0.2, lower away from it."""
-    return 1.0 - abs(float(cfg.ppo.clip_param) - 0.2)
+    return 1.0 - abs(float(cfg.ppo.algorithm.clip_param) - 0.2)
 
 
 def run_sweep(tmp_path: Path, monkeypatch, *overrides: str, task=score) -> optuna.Study:
@@ -50,7 +50,7 @@ def run_sweep(tmp_path: Path, monkeypatch, *overrides: str, task=score) -> optun
     args = [
         "hydra/sweeper=optuna",
         "sweep.space=ppo_trust_region",
-        "ppo.learning_rate=0.0003",
+        "ppo.algorithm.learning_rate=0.0003",
         f"hydra.sweep.dir={tmp_path}/sweep",
         f"sweep.storage=sqlite:///{tmp_path}/study.db",
         "sweep.study_name=unit",
@@ -99,7 +99,7 @@ def test_the_sweeper_config_keeps_hydra_optuna_sweepers_keys_and_offers_nine_sam
     assert options == sorted(SAMPLERS)
     from optuna.distributions import CategoricalDistribution
 
-    space = {"ppo.clip_param": CategoricalDistribution([0.1, 0.2])}
+    space = {"ppo.algorithm.clip_param": CategoricalDistribution([0.1, 0.2])}
     names = {}
     for name in SAMPLERS:
         cfg = OmegaConf.create(cs.load(f"hydra/sweeper/sampler/{name}.yaml").node)
@@ -124,22 +124,24 @@ def test_the_sweeper_config_keeps_hydra_optuna_sweepers_keys_and_offers_nine_sam
 def test_every_sampler_runs_a_two_trial_study(tmp_path, monkeypatch, sampler):
     """2 trials through Hydra's multirun with each sampler: both COMPLETE with the analytic objective
     of their own sampled clip_param, inside the space; grid and brute force visit distinct points."""
-    space = "ppo.clip_param=choice(0.1,0.15,0.2,0.25)" if sampler in ("grid", "bruteforce") else ""
+    space = "ppo.algorithm.clip_param=choice(0.1,0.15,0.2,0.25)" if sampler in ("grid", "bruteforce") else ""
     study = run_sweep(
         tmp_path,
         monkeypatch,
         f"hydra/sweeper/sampler={sampler}",
         "sweep.n_trials=2",
-        *([space, "ppo.desired_kl=0.01"] if space else []),
+        *([space, "ppo.algorithm.desired_kl=0.01"] if space else []),
     )
     trials = study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
     for t in trials:
-        clip = t.params["ppo.clip_param"]
+        clip = t.params["ppo.algorithm.clip_param"]
         assert 0.1 <= clip <= 0.3 and t.value == pytest.approx(1.0 - abs(clip - 0.2))
     if space:
-        assert len({t.params["ppo.clip_param"] for t in trials}) == 2
-        assert trials[0].user_attrs["ppo.desired_kl"] == "0.01"  # fixed keys are recorded, as before
+        assert len({t.params["ppo.algorithm.clip_param"] for t in trials}) == 2
+        assert (
+            trials[0].user_attrs["ppo.algorithm.desired_kl"] == "0.01"
+        )  # fixed keys are recorded, as before
     info = json.loads((tmp_path / "sweep" / "study.json").read_text())
     assert info["sampler"].lower().startswith(sampler.replace("bruteforce", "bruteforce")[:3])
 
@@ -151,10 +153,10 @@ def test_grid_study_stops_when_the_grid_is_exhausted(tmp_path, monkeypatch):
         monkeypatch,
         "hydra/sweeper/sampler=grid",
         "sweep.n_trials=10",
-        "ppo.clip_param=choice(0.1,0.2,0.3)",
-        "ppo.desired_kl=0.01",
+        "ppo.algorithm.clip_param=choice(0.1,0.2,0.3)",
+        "ppo.algorithm.desired_kl=0.01",
     )
-    assert sorted(t.params["ppo.clip_param"] for t in study.trials) == [0.1, 0.2, 0.3]
+    assert sorted(t.params["ppo.algorithm.clip_param"] for t in study.trials) == [0.1, 0.2, 0.3]
 
 
 def sweep_error(tmp_path: Path, monkeypatch, capsys, *overrides: str) -> str:
@@ -168,7 +170,7 @@ def sweep_error(tmp_path: Path, monkeypatch, capsys, *overrides: str) -> str:
 
 def test_a_continuous_key_is_refused_by_the_grid_sampler_naming_it(tmp_path, monkeypatch, capsys):
     err = sweep_error(tmp_path, monkeypatch, capsys, "hydra/sweeper/sampler=grid", "sweep.n_trials=2")
-    assert "ppo.desired_kl: FloatDistribution" in err
+    assert "ppo.algorithm.desired_kl: FloatDistribution" in err
     assert "is continuous; the grid and brute-force samplers need choice(...), range(...)" in err
 
 
@@ -177,7 +179,7 @@ def test_nsgaii_runs_a_multi_objective_study(tmp_path, monkeypatch):
     directions maximize/minimize, and a Pareto front (best_trials) among them."""
 
     def two(cfg):
-        clip, kl = float(cfg.ppo.clip_param), float(cfg.ppo.desired_kl)
+        clip, kl = float(cfg.ppo.algorithm.clip_param), float(cfg.ppo.algorithm.desired_kl)
         return [1.0 - abs(clip - 0.2), abs(math.log(kl / 0.01))]
 
     study = run_sweep(
@@ -434,7 +436,7 @@ def test_custom_search_space_adds_parameters(tmp_path, monkeypatch):
     seen = []
 
     def task(cfg):
-        seen.append(int(cfg.ppo.num_learning_epochs))
+        seen.append(int(cfg.ppo.algorithm.num_learning_epochs))
         return score(cfg)
 
     study = run_sweep(
@@ -444,12 +446,12 @@ def test_custom_search_space_adds_parameters(tmp_path, monkeypatch):
         "hydra.sweeper.custom_search_space=test_sweeper_plugin.epochs_space",
         task=task,
     )
-    assert [t.params["ppo.num_learning_epochs"] for t in study.trials] == seen
+    assert [t.params["ppo.algorithm.num_learning_epochs"] for t in study.trials] == seen
     assert all(2 <= e <= 6 for e in seen)
 
 
 def epochs_space(cfg, trial) -> None:
-    trial.suggest_int("ppo.num_learning_epochs", 2, 6)
+    trial.suggest_int("ppo.algorithm.num_learning_epochs", 2, 6)
 
 
 # -- per-trial seeds -----------------------------------------------------------------------------------
@@ -538,7 +540,7 @@ def test_sweep_report_reads_a_journal_study(tmp_path, capsys):
     study = optuna.create_study(study_name="j", storage=storage, direction="maximize")
     for v in (0.2, 0.6):
         t = study.ask()
-        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        t.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
         study.tell(t, v)
     out = sweep_report.main([str(tmp_path / "s.log")])
     assert out == tmp_path / "s.log-j"  # next to the journal file: <file name>-<study name>
@@ -567,10 +569,10 @@ def test_reports_of_one_study_name_in_two_files_of_a_folder_stay_apart(tmp_path)
 
 
 def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch, capsys):
-    """A study of 2 trials (fixed ppo.learning_rate=0.0003, the machine's trial size), then the same study
-    with recipe=traps and seed=3, or with two objectives: refused in one line naming the keys and values,
-    no trial added. The study's own overrides with another logger group (neutral to the objective) and
-    sweep.n_trials=3 add the third trial."""
+    """A study of 2 trials (fixed ppo.algorithm.learning_rate=0.0003, the machine's trial size), then the
+    same study with recipe=traps and seed=3, or with two objectives: refused in one line naming the keys
+    and values, no trial added. The study's own overrides with another logger group (neutral to the
+    objective) and sweep.n_trials=3 add the third trial."""
     import torch
 
     from navexp import compose_config
@@ -580,7 +582,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
     sw = compose_config([]).sweep
     size = sw.trial_overrides_gpu if torch.cuda.is_available() else sw.trial_overrides_cpu
     assert study.user_attrs[SETUP_ATTR] == {
-        "ppo.learning_rate": "0.0003",
+        "ppo.algorithm.learning_rate": "0.0003",
         **dict(o.split("=", 1) for o in size),
         "sweep.objectives": "['success_rate']",
     }
@@ -741,7 +743,7 @@ def test_optuna_dashboard_serves_a_finished_study(tmp_path):
     study = optuna.create_study(study_name="dash", storage=open_storage(url), direction="maximize")
     for v in (0.25, 0.75):
         t = study.ask()
-        t.suggest_float("ppo.clip_param", 0.1, 0.3)
+        t.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
         study.tell(t, v)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -769,7 +771,7 @@ def test_optuna_dashboard_serves_a_finished_study(tmp_path):
         trials = detail["trials"]
         assert [t["values"] for t in trials] == [[0.25], [0.75]]
         assert [t["state"] for t in trials] == ["Complete", "Complete"]
-        assert {p["name"] for p in trials[0]["params"]} == {"ppo.clip_param"}
+        assert {p["name"] for p in trials[0]["params"]} == {"ppo.algorithm.clip_param"}
     finally:
         proc.terminate()
         proc.wait(timeout=10)

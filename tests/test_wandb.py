@@ -89,7 +89,7 @@ def _trial_overrides(tmp_path: Path, trial: optuna.trial.Trial, storage: str) ->
     """What the sweeper adds to a trial's command line (navexp.sweep.sweeper._trial_extras)."""
     return [
         *RUN,
-        f"ppo.clip_param={trial.params['ppo.clip_param']}",
+        f"ppo.algorithm.clip_param={trial.params['ppo.algorithm.clip_param']}",
         f"sweep.trial_id={trial._trial_id}",
         f"sweep.trial_number={trial.number}",
         "sweep.study_name=unit",
@@ -106,18 +106,18 @@ def test_a_trial_run_says_what_was_searched_and_how_it_ended(tmp_path):
     storage = f"sqlite:///{tmp_path}/study.db"
     study = optuna.create_study(study_name="unit", storage=storage, direction="maximize")
     trial = study.ask()
-    trial.suggest_float("ppo.clip_param", 0.1, 0.3)
+    trial.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
     overrides = _trial_overrides(tmp_path, trial, storage)
     run(compose_config(overrides), tmp_path / "trial_0", overrides, quiet=True)
     (file,) = run_files(tmp_path / "trial_0")
     rec = wr.run_record(file)
     assert rec.job_type == "trial" and rec.run_group == "unit"
-    assert {"study:unit", "objective:success_rate", "searched:ppo.clip_param"} <= set(rec.tags)
+    assert {"study:unit", "objective:success_rate", "searched:ppo.algorithm.clip_param"} <= set(rec.tags)
     config = {item.key: json.loads(item.value_json) for item in rec.config.update}
     assert config["optuna"] == {
         "study": "unit",
         "trial_number": 0,
-        "params": {"ppo.clip_param": trial.params["ppo.clip_param"]},
+        "params": {"ppo.algorithm.clip_param": trial.params["ppo.algorithm.clip_param"]},
         "objectives": ["success_rate"],
         "directions": ["maximize"],
     }
@@ -138,7 +138,7 @@ def test_a_failed_trial_run_is_finished_as_failed(tmp_path, monkeypatch):
     monkeypatch.setattr(NavEnv, "step", broken)
     storage = f"sqlite:///{tmp_path}/study.db"
     trial = optuna.create_study(study_name="unit", storage=storage, direction="maximize").ask()
-    trial.suggest_float("ppo.clip_param", 0.1, 0.3)
+    trial.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
     overrides = _trial_overrides(tmp_path, trial, storage)
     with pytest.raises(RuntimeError, match="fell over"):
         run(compose_config(overrides), tmp_path / "trial_0", overrides, quiet=True)
@@ -153,16 +153,16 @@ def test_a_failed_trial_run_is_finished_as_failed(tmp_path, monkeypatch):
 
 def test_the_study_run_tables_every_trial_with_its_state(tmp_path):
     """`sweep_report --wandb` on a study of 3 trials (2 complete, 1 failed) writes one W&B run:
-    job_type study, group = the study, a trials table of 3 rows (number, state, ppo.clip_param,
+    job_type study, group = the study, a trials table of 3 rows (number, state, ppo.algorithm.clip_param,
     success_rate, run_dir) with the failed one as 'fail', and the best trial in the summary."""
     from navexp import sweep_report
 
     storage = f"sqlite:///{tmp_path}/study.db"
     study = optuna.create_study(study_name="unit", storage=storage, direction="maximize")
     for clip, value in ((0.1, 0.5), (0.2, 0.8), (0.3, None)):
-        study.enqueue_trial({"ppo.clip_param": clip})
+        study.enqueue_trial({"ppo.algorithm.clip_param": clip})
         trial = study.ask()
-        trial.suggest_float("ppo.clip_param", 0.1, 0.3)
+        trial.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
         if value is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
@@ -173,7 +173,7 @@ def test_the_study_run_tables_every_trial_with_its_state(tmp_path):
     assert rec.job_type == "study" and rec.run_group == "unit"
     (table,) = sorted(file.parent.glob("files/media/table/trials_*.table.json"))
     data = json.loads(table.read_text())
-    assert data["columns"] == ["number", "state", "ppo.clip_param", "success_rate", "run_dir"]
+    assert data["columns"] == ["number", "state", "ppo.algorithm.clip_param", "success_rate", "run_dir"]
     assert [row[:2] for row in data["data"]] == [[0, "complete"], [1, "complete"], [2, "fail"]]
     assert [row[2:4] for row in data["data"]] == [[0.1, 0.5], [0.2, 0.8], [0.3, None]]
     summary = wr.summary(file)

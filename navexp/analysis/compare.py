@@ -3,7 +3,7 @@
 A run is a folder with ``config.yaml`` (``navexp.train`` writes it first); it is finished when it
 also holds ``eval.json``. Runs group by their command-line overrides other than ``seed`` (Hydra's
 ``.hydra/overrides.yaml``; sweep trials: their sampled parameters too), or by the values of chosen
-config keys (``by=ppo.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
+config keys (``by=ppo.algorithm.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
 interval and its interquartile mean (IQM); the means of the other evaluation metrics and of every
 suite entry's success rate. The success rate is eval.json's (the suite's main entry) or, with
 ``entry=``, that of one suite entry.
@@ -38,6 +38,8 @@ import yaml  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from navexp.config.aliases import translate_key, translate_overrides  # noqa: E402
+from navexp.learn.ppo_cfg import nest_ppo  # noqa: E402
 from navexp.paths import overrides_record  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
@@ -133,11 +135,16 @@ def read_evaluation(path: Path) -> dict:
 
 
 def _load_config(path: Path) -> Any:
+    """A run's config.yaml in today's shape (a run from before the ``ppo`` sections: its flat keys
+    moved into them, so ``by=ppo.algorithm.clip_param`` finds old and new runs alike)."""
     try:
-        return OmegaConf.load(path)
+        config = OmegaConf.load(path)
     except (OSError, yaml.YAMLError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{path} cannot be read as a run's config: {first}") from None
+    if OmegaConf.is_dict(config.get("ppo")):
+        config.ppo = nest_ppo(OmegaConf.to_container(config.ppo, resolve=False))
+    return config
 
 
 def _inside_run(d: Path, root: Path) -> bool:
@@ -185,10 +192,10 @@ def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
 
 def _overrides(run_dir: Path) -> list[str]:
     """The run's command-line overrides (Hydra's latest record: a resume's, which repeats the run's
-    own), without those that never tell groups apart."""
+    own), with today's key names, without those that never tell groups apart."""
     path = overrides_record(run_dir)
-    given = yaml.safe_load(path.read_text()) if path is not None else []
-    return sorted(o for o in given or [] if not o.lstrip("+~").startswith(IGNORED))
+    given = translate_overrides([str(o) for o in yaml.safe_load(path.read_text()) or []] if path else [])
+    return sorted(o for o in given if not o.lstrip("+~").startswith(IGNORED))
 
 
 def varying_keys(runs: list[Run]) -> list[str]:
@@ -323,6 +330,7 @@ def compare(
     ``find_runs``); list the unfinished ones. ``entry``: the success rate, its interval, IQM and the
     other metrics are those of that suite entry, not of the suite's main entry (a column ``entry``
     says so)."""
+    by = [translate_key(k) for k in by] if by else by  # old names (ppo.clip_param) are today's
     runs = find_runs(dirs, evaluation)
     if not runs:
         raise FileNotFoundError(f"no run directories (with config.yaml) under {[str(d) for d in dirs]}")

@@ -54,7 +54,7 @@ class EvalRun:
     def build(cls, ckpt: dict, cfg: DictConfig) -> EvalRun:
         """Build the evaluation env of ``cfg``; a checkpoint with another observation layout fails here."""
         check_robot(ckpt, str(cfg.env.robot.name))  # before any simulator is built
-        check_model(ckpt, str(cfg.ppo.model))
+        check_model(ckpt, str(cfg.ppo.policy.model))
         env = NavEnv(eval_env_cfg(cfg))
         om = env.obs_manager
         check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 
 from hydra.errors import HydraException
 
+from navexp.config.aliases import translate_overrides
 from navexp.config.schemas import ExperimentCfg
 from navexp.paths import CONFIG_DIR
 
@@ -29,7 +30,7 @@ class CommandLine:
     """Every option of the tool: its value on the command line, else its default (an option without a
     default that was not given is absent)."""
     overrides: list[str]
-    """Hydra overrides, in command-line order."""
+    """Hydra overrides, in command-line order (old key names translated: ``navexp.config.aliases``)."""
 
 
 def override_keys(overrides: list[str]) -> set[str]:
@@ -54,7 +55,8 @@ def config_names() -> set[str]:
 
 
 def is_override(arg: str) -> bool:
-    """Whether ``arg`` addresses the config (``env=dense``, ``ppo.clip_param=0.1``, ``+x=1``, ``~a.b``)."""
+    """Whether ``arg`` addresses the config (``env=dense``, ``ppo.algorithm.clip_param=0.1``, ``+x=1``,
+    ``~a.b``)."""
     if arg.startswith(("+", "~")):
         return True
     key, sep, _ = arg.partition("=")
@@ -120,7 +122,7 @@ def parse_command_line(
     missing = [k for k in required if k not in values]
     if missing:
         raise ValueError(f"missing {', '.join(f'{k}=' for k in missing)}; usage: {usage}")
-    return CommandLine(values, rest)
+    return CommandLine(values, translate_overrides(rest))
 
 
 USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError, ConnectionError)

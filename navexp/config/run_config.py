@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from navexp.config.aliases import translate_overrides
 from navexp.config.api import compose_config
 from navexp.config.cli import group_package, override_keys
 from navexp.config.presets import preset_values
+from navexp.learn.checkpoint import stored_config
 from navexp.paths import CONFIG_DIR
 
 
@@ -21,8 +23,9 @@ def load_run_config(ckpt: dict, overrides: list[str]) -> DictConfig:
     safety filter) and ``env.lidar`` (beams and realism) stay, with the command line's own keys
     (``env.robot.*``, ``env.lidar.*``) applied on top; ``robot=...`` swaps the robot.
     """
+    overrides = translate_overrides(overrides)
     composed = compose_config(overrides)
-    stored = (ckpt.get("infos") or {}).get("config")
+    stored = stored_config(ckpt) or None  # in today's shape (a flat ``ppo`` of old moved into sections)
     if "recipe" in override_keys(overrides):
         trained = (stored or {}).get("recipe", "none")
         raise ValueError(

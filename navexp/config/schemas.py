@@ -1,4 +1,6 @@
-"""Typed schemas for every config group, registered in Hydra's ConfigStore as ``base_<group>``.
+"""Typed schemas for every config group, registered in Hydra's ConfigStore as ``base_<group>`` (``env``
+and ``robot``: ``navexp.task.env_cfg``; ``ppo``: ``navexp.learn.ppo_cfg``, shaped like rsl_rl's runner
+dict).
 
 Every YAML variant in ``configs/<group>/`` starts with ``defaults: [base_<group>, _self_]``, so a
 misspelled key fails at compose time. Cross-field checks that a schema cannot express live in
@@ -15,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from navexp.learn.ppo_cfg import PpoCfg
 from navexp.task.env_cfg import EnvCfg, RobotCfg
 from navexp.task.maps.families import FAMILIES
 from navexp.task.obs.terms import OBS_TERMS
@@ -63,69 +66,6 @@ class ObsCfg:
 class RewardCfg:
     terms: dict[str, RewardTermCfg] = field(default_factory=_default_reward_terms)
     """Every registered term, weight 0 unless a variant sets it (a weight of 0 skips the term)."""
-
-
-@dataclass
-class PpoCfg:
-    """rsl_rl PPO + model settings under short keys (turned into a fresh rsl_rl dict)."""
-
-    num_steps_per_env: int = 32
-    max_iterations: int = 300
-    max_minutes: float | None = None
-    """A wall-clock budget for this launch's training (minutes): it stops after the iteration that
-    reaches it, saves that iteration and evaluates as at ``max_iterations``. None: no budget."""
-    save_interval: int = 50
-    average_checkpoints: int = 1
-    """The policy the run yields (final evaluation, ``navexp.evaluate``/``export``/``play`` of the run
-    directory): 1, its last checkpoint; N > 1, the uniform average of the weights of its last N saved
-    checkpoints (every ``save_interval`` iterations and the last), written as ``model_<it>_avg<N>.pt``.
-    Resume always continues the training state, ``model_<it>.pt``."""
-    learning_rate: float = 3.0e-4
-    num_learning_epochs: int = 5
-    num_mini_batches: int = 4
-    clip_param: float = 0.2
-    desired_kl: float = 0.01
-    schedule: str = "adaptive"
-    gamma: float = 0.99
-    lam: float = 0.95
-    value_loss_coef: float = 1.0
-    entropy_coef: float = 0.005
-    max_grad_norm: float = 1.0
-    use_clipped_value_loss: bool = True
-    normalize_advantage_per_mini_batch: bool = False
-    model: str = "mlp"
-    """Actor and critic network: mlp (rsl_rl MLPModel) | rnn (rsl_rl RNNModel: GRU/LSTM, then the MLP) |
-    cnn (navexp.learn.models.ScanCNNModel: 1-D circular convolution over the LiDAR scan, then the MLP)."""
-    critic_model: str | None = None
-    """The critic's network kind (same choices as ``model``); None: the actor's ``model``. With
-    ``model=rnn`` and ``critic_model=mlp`` only the actor carries a recurrent state: a critic that reads
-    the distance along the free path (``obs=path_critic``) needs less memory, and its updates skip the GRU."""
-    rnn_type: str = "gru"
-    """ppo.model=rnn: gru | lstm."""
-    rnn_hidden_dim: int = 128
-    """ppo.model=rnn: width of the recurrent state (per layer; an LSTM keeps a cell state as well)."""
-    rnn_num_layers: int = 1
-    """ppo.model=rnn: stacked recurrent layers."""
-    cnn_channels: list[int] = field(default_factory=lambda: [16, 16])
-    """ppo.model=cnn: output channels of each circular conv layer over the scan."""
-    cnn_kernel_sizes: list[int] = field(default_factory=lambda: [5, 5])
-    """ppo.model=cnn: odd kernel width (beams) of each layer; padding (k - 1) / 2 wraps around the scan."""
-    cnn_strides: list[int] = field(default_factory=lambda: [2, 2])
-    """ppo.model=cnn: stride (beams) of each layer; 72 beams -> 36 -> 18 with the defaults."""
-    hidden_dims: list[int] = field(default_factory=lambda: [256, 256])
-    activation: str = "elu"
-    obs_normalization: bool = True
-    init_std: float = 1.0
-    std_type: str = "scalar"
-    state_dependent_std: bool = False
-    """False: one learned action std per action dimension (rsl_rl GaussianDistribution). True: the actor's
-    MLP outputs the std beside the mean (rsl_rl HeteroscedasticGaussianDistribution), so the policy can
-    explore less where a small error costs a collision (a tight gap) and more in the open."""
-    init_at_random_ep_len: bool = True
-    actor_obs_groups: list[str] = field(default_factory=lambda: ["policy"])
-    """Groups the actor reads; only DEPLOYABLE groups are allowed (a SIM_ONLY group is an error)."""
-    critic_obs_groups: list[str] | None = None
-    """Groups the critic reads; None = [policy] or [policy, privileged] with obs.privileged_enabled."""
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 ``validate_run_cfg`` is the one place: it runs the env checks (``navexp.task.validation``), then
 what ``python -m navexp.train`` adds on top: the curriculum (its keys, and a valid env config at both
-of its ends), PPO batch sizes and iteration counts, the model, the evaluation suite and video, and the
-values that form paths (``experiment_name``, ``sweep.study_name``).
+of its ends), the ``ppo`` group (``navexp.learn.ppo_cfg.check_ppo_cfg``: every range and choice of its
+keys, the batch sizes, the model), the evaluation suite and video, and the values that form paths
+(``experiment_name``, ``sweep.study_name``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from navexp.config.schemas import check_path_name
 from navexp.config.suites import check_evaluation
-from navexp.learn.models import check_model_cfg, is_recurrent
+from navexp.learn.ppo_cfg import check_ppo_cfg
 from navexp.task.checks import check_all_finite
 from navexp.task.curriculum import make_curriculum
 from navexp.task.validation import validate_env_cfg
@@ -30,37 +31,7 @@ def validate_run_cfg(cfg: Any) -> None:
         check_all_finite(cfg[group], group)
     # The curriculum: its keys, and an env config at its easy and hard ends that validate_env_cfg accepts.
     make_curriculum(cfg)
-    ppo = cfg.ppo
-    for key in (
-        "max_iterations",
-        "num_steps_per_env",
-        "num_learning_epochs",
-        "save_interval",
-        "average_checkpoints",
-    ):
-        value = ppo[key]
-        _check_ppo(value >= 1, key, value, "an integer >= 1")
-    budget = ppo.get("max_minutes")
-    _check_ppo(budget is None or budget > 0, "max_minutes", budget, "minutes > 0, or null (no budget)")
-    batch = int(cfg.env.num_envs) * int(ppo.num_steps_per_env)
-    _check_ppo(
-        1 <= ppo.num_mini_batches <= batch,
-        "num_mini_batches",
-        ppo.num_mini_batches,
-        f"1 <= value <= env.num_envs * ppo.num_steps_per_env = {cfg.env.num_envs} * "
-        f"{ppo.num_steps_per_env} = {batch} (each mini-batch needs at least one transition)",
-    )
-    lidar = cfg.obs.terms.get("lidar")
-    check_model_cfg(ppo, bool(lidar.get("enabled", True)) if lidar is not None else True)
-    if is_recurrent(ppo):
-        # rsl_rl's recurrent mini-batches are groups of whole worlds (their padded trajectories).
-        _check_ppo(
-            ppo.num_mini_batches <= int(cfg.env.num_envs),
-            "num_mini_batches",
-            ppo.num_mini_batches,
-            f"1 <= value <= env.num_envs = {cfg.env.num_envs} with a recurrent ppo.model or "
-            f"ppo.critic_model (recurrent mini-batches are groups of worlds)",
-        )
+    check_ppo_cfg(cfg)  # every ppo key's range and choice, the batch sizes, the model kinds' keys
     _check_eval_video(cfg.eval)
     if cfg.eval.enabled:  # an unknown suite, a bad entry, a scenario file not fully played: before training
         check_evaluation(cfg, cfg.eval.get("suite") and str(cfg.eval.suite))
@@ -90,11 +61,6 @@ def _check_logger(lg: Any) -> None:
             raise ValueError(
                 f"logger config: logger.{key}={lg[key]!r} is invalid; allowed: {' | '.join(allowed)}"
             )
-
-
-def _check_ppo(ok: bool, key: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise ValueError(f"ppo config: ppo.{key}={value!r} is invalid; allowed: {allowed}")
 
 
 def _check_eval_video(ev: Any) -> None:

@@ -4,8 +4,8 @@
 
 Writes into DIR (default <run dir>/export/):
 - policy.pt: TorchScript (rsl_rl's export module: normalizer + network + mean action), input [N, W] -> [N, A]
-  (A: the robot's action width, ``navexp.task.robots``); ``ppo.model=rnn``: rsl_rl's stateful batch-1 module
-  with ``reset()``
+  (A: the robot's action width, ``navexp.task.robots``); ``ppo.policy.model=rnn``: rsl_rl's stateful
+  batch-1 module with ``reset()``
 - policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch); ``rnn``: the state
   is an input and an output as well ("h_in" -> "h_out", an LSTM's "c_in" -> "c_out", [L, N, H])
 - policy.npz: weights (MLP head, GRU/LSTM or conv layers), normalizer statistics and metadata for
@@ -49,8 +49,9 @@ def checkpoint_robot(ckpt: dict, cfg) -> Robot:
 
 
 def actor_from_checkpoint(ckpt: dict, cfg):
-    """rsl_rl's actor of the checkpoint's ``ppo.model``, built from its declared widths (no simulator)."""
-    check_model(ckpt, str(cfg.ppo.model))
+    """rsl_rl's actor of the checkpoint's ``ppo.policy.model``, built from its declared widths (no
+    simulator)."""
+    check_model(ckpt, str(cfg.ppo.policy.model))
     infos = ckpt.get("infos") or {}
     widths = infos.get("group_widths") or {"policy": ckpt["actor_state_dict"]["mlp.0.weight"].shape[1]}
     obs = TensorDict({g: torch.zeros(1, w) for g, w in widths.items()}, batch_size=[1])
@@ -69,7 +70,7 @@ def _term_params(cfg, names: list[str]) -> dict[str, dict]:
 
 def model_meta(cfg) -> dict:
     """The network kind and what its registered ``ModelKind`` adds (an RNN: the state the caller carries)."""
-    p = cfg.ppo
+    p = cfg.ppo.policy
     return {"kind": str(p.model), **get_model(str(p.model)).export_meta(p)}
 
 
@@ -138,7 +139,7 @@ def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
     width = int(actor.obs_dim)  # the columns the normaliser reads (a CNN's scan columns are not among them)
     np.savez(
         files["numpy"],
-        activation=str(cfg.ppo.activation),
+        activation=str(cfg.ppo.policy.activation),
         obs_mean=norm._mean.squeeze(0).double().numpy() if has_norm else np.zeros(width),
         obs_std=norm._std.squeeze(0).double().numpy() if has_norm else np.ones(width),
         eps=float(norm.eps) if has_norm else 0.0,
@@ -187,7 +188,7 @@ def numpy_arrays(actor, kind: str) -> dict[str, np.ndarray]:
     out.update({f"w{i}": m.weight.detach().double().numpy() for i, m in enumerate(linears)})
     out.update({f"b{i}": m.bias.detach().double().numpy() for i, m in enumerate(linears)})
     dist = actor.distribution
-    if isinstance(dist.input_dim, list):  # ppo.state_dependent_std: the head outputs [mean; std] rows
+    if isinstance(dist.input_dim, list):  # ppo.policy.state_dependent_std: the head outputs [mean; std] rows
         last, rows = len(linears) - 1, dist.output_dim
         out[f"w{last}"], out[f"b{last}"] = out[f"w{last}"][:rows], out[f"b{last}"][:rows]
     out.update(get_model(kind).numpy_weights(actor))

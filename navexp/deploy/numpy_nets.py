@@ -2,7 +2,7 @@
 
 Each function reproduces the torch layer it replaces, in torch's weight layout and gate order, so the
 weights of ``policy.npz`` (``navexp.deploy.export.numpy_arrays``) drop in unchanged. float64 throughout.
-``NUMPY_MODELS`` holds, per ``ppo.model`` kind, the loader of its weights (``@numpy_model``).
+``NUMPY_MODELS`` holds, per ``ppo.policy.model`` kind, the loader of its weights (``@numpy_model``).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ NumpyLoader = Callable[[Mapping[str, np.ndarray]], dict]
 ``scan_width``); an MLP needs none."""
 
 NUMPY_MODELS: dict[str, NumpyLoader] = {}
-"""The numpy twin of each ``ppo.model`` kind (``navexp.learn.models.MODELS``) that deploys."""
+"""The numpy twin of each ``ppo.policy.model`` kind (``navexp.learn.models.MODELS``) that deploys."""
 
 
 def numpy_model(name: str) -> Callable[[NumpyLoader], NumpyLoader]:

@@ -5,7 +5,7 @@
     vx, vy, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)   # holonomic: m/s, m/s, rad/s
     v, wz = policy.command(scan_m, goal_body_xy, vel_body, omega)        # diffdrive: m/s, rad/s
 
-A recurrent policy (``ppo.model=rnn``) keeps its GRU/LSTM state between ``command`` calls: one
+A recurrent policy (``ppo.policy.model=rnn``) keeps its GRU/LSTM state between ``command`` calls: one
 NumpyPolicy per robot, ``reset()`` at every episode start. The networks are ``navexp.deploy.numpy_nets``.
 
 The command has the trained robot's action width and order (``policy.action_names``, the metadata's
@@ -97,7 +97,7 @@ class NumpyPolicy:
         self.layers, self.act_fn = layers, ACTIVATIONS[activation]
         self.obs_mean, self.obs_std, self.eps, self.meta = obs_mean, obs_std, eps, meta
         self.rnn, self.convs, self.scan_width = rnn, convs, int(scan_width)
-        """ppo.model=rnn: the recurrent layers and their state; ppo.model=cnn: the conv layers."""
+        """ppo.policy.model=rnn: the recurrent layers and their state; =cnn: the conv layers."""
         self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
         self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
         """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""

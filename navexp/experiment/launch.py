@@ -8,6 +8,7 @@ from datetime import datetime
 
 import yaml
 
+from navexp.config.aliases import translate_argv
 from navexp.config.presets import add_overrides, override_value, size_override_argv
 from navexp.learn.checkpoint import resolve_checkpoint
 from navexp.learn.distributed import worker_hydra_overrides
@@ -19,7 +20,9 @@ def app_argv(argv: list[str]) -> list[str]:
     first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
     under torchrun only rank 0 gets a Hydra run directory."""
     try:
+        argv = translate_argv(argv)  # old key names (ppo.clip_param) -> today's: navexp/config/aliases.py
         argv = resume_overrides_argv(argv)  # before size=auto resolves: the run's size is inherited
+        argv = translate_argv(argv)  # the overrides a run recorded before the rename, too
         argv = size_override_argv(argv)
         argv = resume_run_dir_argv(argv)
     except (ValueError, FileNotFoundError) as e:

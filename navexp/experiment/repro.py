@@ -173,7 +173,8 @@ def _free_name(path: Path) -> Path:
 
 
 def flat_changes(before: Any, after: Any, prefix: str = "") -> dict[str, list]:
-    """``{"ppo.learning_rate": [old, new], ...}``: the leaves that differ between two nested dicts."""
+    """``{"ppo.algorithm.learning_rate": [old, new], ...}``: the leaves that differ between two nested
+    dicts."""
     if isinstance(before, dict) and isinstance(after, dict):
         out: dict[str, list] = {}
         for key in sorted(set(before) | set(after), key=str):

@@ -229,7 +229,7 @@ class RunDirGuard(Callback):
         run_dir = Path(str(config.hydra.run.dir))
         try:
             validate_run_cfg(config)
-            if config.get("resume"):  # an averaged policy or another ppo.model: refused before Hydra writes
+            if config.get("resume"):  # an averaged policy or another model: refused before Hydra writes
                 check_resume_source(load_checkpoint(config.resume), config)
             lock = RunDirLock(run_dir).acquire()  # fails naming a live owner; made dirs are removed again
             try:

@@ -219,13 +219,14 @@ class TrainingRun:
         """Restore the checkpoint's training state; a learning rate changed on the command line wins."""
         start, runner = self.start, self.runner
         runner.load_for_resume(start.ckpt)
-        if "ppo.learning_rate" in start.changed:  # the optimizer state would restore the saved rate
-            old_lr, new_lr = start.changed["ppo.learning_rate"]
+        key = "ppo.algorithm.learning_rate"
+        if key in start.changed:  # the optimizer state would restore the saved rate
+            old_lr, new_lr = start.changed[key]
             runner.set_learning_rate(float(new_lr))
             if self.ctx.is_main:
                 print(
-                    f"[navexp] resume: ppo.learning_rate={new_lr} from this launch's config replaces the "
-                    f"checkpoint's (configured {old_lr}; its optimizer held {runner.resumed_learning_rate:g})"
+                    f"[navexp] resume: {key}={new_lr} from this launch's config replaces the checkpoint's "
+                    f"(configured {old_lr}; its optimizer held {runner.resumed_learning_rate:g})"
                 )
 
     def _infos(self, train_cfg: dict) -> dict:
@@ -236,7 +237,7 @@ class TrainingRun:
             "group_widths": om.group_widths,
             "history_length": om.history_length,
             "obs_groups": train_cfg["obs_groups"],
-            "model": {"kind": str(cfg.ppo.model), "recurrent": str(cfg.ppo.model) == "rnn"},
+            "model": {"kind": str(cfg.ppo.policy.model), "recurrent": str(cfg.ppo.policy.model) == "rnn"},
             "robot": self.env.robot.action_meta(),
             "config": OmegaConf.to_container(cfg, resolve=True),
         }

@@ -11,6 +11,7 @@ from navexp.analysis.eval_record import RECORD_KEYS  # what was evaluated (layou
 from navexp.analysis.suites import eval_scalars
 from navexp.analysis.video import log_gif
 from navexp.experiment.hooks import RunHooks
+from navexp.learn.ppo_cfg import ppo_hparams
 
 
 def logger_entry(
@@ -67,9 +68,7 @@ def finish_writer(writer, metrics: dict, hooks: RunHooks) -> None:
 
 def hparams(cfg: DictConfig) -> dict:
     """Flat hyperparameters for TensorBoard's hparams view (PPO keys and reward weights)."""
-    hp = {
-        f"ppo.{k}": v for k, v in OmegaConf.to_container(cfg.ppo).items() if isinstance(v, (int, float, str))
-    }
+    hp = ppo_hparams(cfg.ppo)
     hp.update({f"reward.{k}": float(v.weight) for k, v in cfg.reward.terms.items()})
     hp.update({"seed": int(cfg.seed), "env.num_envs": int(cfg.env.num_envs)})
     return hp

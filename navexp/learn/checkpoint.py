@@ -3,7 +3,7 @@
 A checkpoint is rsl_rl's dict (``actor_state_dict``, ``critic_state_dict``, ``optimizer_state_dict``,
 ``iter``) plus ``infos`` written by navexp: ``obs_layout`` (term order and widths per group),
 ``group_widths``, ``obs_groups`` (actor/critic sets), ``history_length``, ``model`` (``kind``: the
-``ppo.model`` it was trained with) and the resolved ``config``.
+``ppo.policy.model`` it was trained with) and the resolved ``config``.
 
 Everything in it is a tensor or a plain container (dict, list, tuple, str, int, float, bool, None),
 so it loads with ``torch.load(weights_only=True)`` and torch's default allowlist: ``SAFE_GLOBALS`` is
@@ -29,6 +29,7 @@ import torch
 from omegaconf import OmegaConf
 from rsl_rl.utils import resolve_class, resolve_obs_groups
 
+from navexp.learn.ppo_cfg import nest_ppo
 from navexp.task.obs.terms import OBS_TERMS
 
 SAFE_GLOBALS: list = []
@@ -168,8 +169,12 @@ def load_policy(path: str | Path) -> dict:
 
 
 def stored_config(ckpt: dict) -> dict:
-    """The experiment config a checkpoint's run recorded (``infos.config``; {} for older files)."""
-    return (ckpt.get("infos") or {}).get("config") or {}
+    """The experiment config a checkpoint's run recorded (``infos.config``; {} for older files), in
+    today's shape: a run from before the ``ppo`` sections has its flat ``ppo`` keys moved into them."""
+    config = dict((ckpt.get("infos") or {}).get("config") or {})
+    if isinstance(config.get("ppo"), dict):
+        config["ppo"] = nest_ppo(config["ppo"])
+    return config
 
 
 def later_checkpoints(run_dir: Path, ckpt: dict) -> list[Path]:
@@ -241,9 +246,9 @@ def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None)
 
 def check_resume_source(ckpt: dict, cfg) -> None:
     """What a resume needs of its checkpoint, checked before anything is built or written: a training
-    state (not an averaged policy) of this config's ``ppo.model``, no further on than ``ppo.max_iterations``
-    (else the run would record a budget below what its policy trained); a model mismatch names the run's
-    recipe when this launch composes another one."""
+    state (not an averaged policy) of this config's ``ppo.policy.model``, no further on than
+    ``ppo.max_iterations`` (else the run would record a budget below what its policy trained); a model
+    mismatch names the run's recipe when this launch composes another one."""
     check_not_averaged(ckpt)
     trained = int(ckpt.get("iter", -1)) + 1
     if int(cfg.ppo.max_iterations) < trained:
@@ -253,7 +258,7 @@ def check_resume_source(ckpt: dict, cfg) -> None:
             f"more to train, only the final evaluation), or resume from an earlier checkpoint"
         )
     try:
-        check_model(ckpt, str(cfg.ppo.model))
+        check_model(ckpt, str(cfg.ppo.policy.model))
     except ValueError as e:
         theirs, ours = stored_config(ckpt).get("recipe"), cfg.get("recipe")
         if theirs is not None and theirs != ours:
@@ -339,17 +344,19 @@ def check_compatible(ckpt: dict, obs_layout: dict, group_widths: dict[str, int],
 
 
 def checkpoint_model(ckpt: dict) -> str:
-    """The ``ppo.model`` kind a checkpoint was trained with (``infos.model.kind``; older runs: mlp)."""
+    """The ``ppo.policy.model`` kind a checkpoint was trained with (``infos.model.kind``; older runs: mlp)."""
     return str(((ckpt.get("infos") or {}).get("model") or {}).get("kind", "mlp"))
 
 
 def check_model(ckpt: dict, kind: str) -> None:
-    """Raise ValueError naming both kinds when the checkpoint holds another ``ppo.model`` than ``kind``."""
+    """Raise ValueError naming both kinds when the checkpoint holds another ``ppo.policy.model`` than
+    ``kind``."""
     theirs = checkpoint_model(ckpt)
     if theirs != kind:
         raise ValueError(
-            f"checkpoint {ckpt['_path']} holds a ppo.model={theirs!r} policy; this config uses "
-            f"ppo.model={kind!r}; select ppo.model={theirs} (and its ppo.rnn_*/ppo.cnn_* settings)"
+            f"checkpoint {ckpt['_path']} holds a ppo.policy.model={theirs!r} policy; this config uses "
+            f"ppo.policy.model={kind!r}; select ppo.policy.model={theirs} (and its ppo.policy.rnn_*/"
+            f"ppo.policy.cnn_* settings)"
         )
 
 
@@ -364,18 +371,18 @@ def check_robot(ckpt: dict, robot_name: str) -> None:
 
 
 MODEL_KEYS = (
-    "ppo.model",
-    "ppo.critic_model",
-    "ppo.rnn_type",
-    "ppo.rnn_hidden_dim",
-    "ppo.rnn_num_layers",
-    "ppo.cnn_channels",
-    "ppo.cnn_kernel_sizes",
-    "ppo.cnn_strides",
-    "ppo.hidden_dims",
-    "ppo.activation",
-    "ppo.obs_normalization",
-    "ppo.std_type",
+    "ppo.policy.model",
+    "ppo.policy.critic_model",
+    "ppo.policy.rnn_type",
+    "ppo.policy.rnn_hidden_dim",
+    "ppo.policy.rnn_num_layers",
+    "ppo.policy.cnn_channels",
+    "ppo.policy.cnn_kernel_sizes",
+    "ppo.policy.cnn_strides",
+    "ppo.policy.hidden_dims",
+    "ppo.policy.activation",
+    "ppo.policy.obs_normalization",
+    "ppo.policy.std_type",
     "ppo.actor_obs_groups",
     "ppo.critic_obs_groups",
     "obs.privileged_enabled",
@@ -440,7 +447,7 @@ def check_resume(ckpt: dict, cfg, env, train_cfg: dict) -> None:
     """
     om = env.obs_manager
     check_robot(ckpt, env.robot.name)
-    check_model(ckpt, str(cfg.ppo.model))
+    check_model(ckpt, str(cfg.ppo.policy.model))
     check_compatible(ckpt, om.layout(), om.group_widths, om.history_length)
     check_obs_params(ckpt, om.groups)
     infos = ckpt.get("infos") or {}

@@ -2,26 +2,33 @@
 layout, a guard against non-finite losses and policies, the last good iteration kept in memory (saved
 when training stops early), a one-line progress report, and resume that continues the iteration
 count. PPO, the models and the logging stack stay rsl_rl's own.
+
+rsl_rl's extension points carry navexp's parts, so no attribute of an rsl_rl object is replaced:
+
+- the algorithm is ``cfg["algorithm"]["class_name"]``: ``navexp.learn.ppo.NavPPO`` (rsl_rl's PPO with
+  the fault check before and the finiteness checks after each update, and ``set_learning_rate``);
+- the log writer is ``cfg["logger"]``: TensorBoard or ``navexp.learn.wandb_writer.WandbWriter``;
+- the logger is ``navexp.learn.logger.NavLogger`` (rsl_rl's ``Logger`` without the per-step host sync,
+  with the progress line and the iteration callbacks). rsl_rl 5.x builds its ``Logger`` inside
+  ``OnPolicyRunner.__init__`` and offers no factory or config entry for it, so ``NavRunner.__init__``
+  makes the runner's logger once more, right after (nothing has used the first one yet: its writer
+  starts in ``learn``);
+- ``_configure_multi_gpu`` is overridden (a method rsl_rl's ``__init__`` calls for this purpose) to
+  join the process group navexp starts, Gloo on the CPU included.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import datetime
-import io
-import math
 import os
-import statistics
-import time
 from pathlib import Path
 
-import torch
 from rsl_rl.runners import OnPolicyRunner
 
 from navexp.learn.checkpoint import find_checkpoints, save_atomic
 from navexp.learn.distributed import setup
-from navexp.task.episode_stats import DeviceRing
+from navexp.learn.logger import NavLogger
+from navexp.learn.ppo import RejectedUpdate
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -30,18 +37,30 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class NavRunner(OnPolicyRunner):
-    """OnPolicyRunner + atomic saves with navexp infos + finite-loss guard + progress line."""
+    """OnPolicyRunner + atomic saves with navexp infos + update guard (NavPPO) + NavLogger."""
+
+    logger: NavLogger
 
     def __init__(
         self, env, train_cfg: dict, log_dir: str | None, device: str, infos: dict, quiet: bool = False
     ) -> None:
         super().__init__(env, train_cfg, log_dir, device)
+        self.logger = NavLogger(
+            log_dir=log_dir,
+            cfg=self.cfg,
+            env_cfg=self.env.cfg,
+            num_envs=self.env.num_envs,
+            is_distributed=self.is_distributed,
+            gpu_world_size=self.gpu_world_size,
+            gpu_global_rank=self.gpu_global_rank,
+            device=self.device,
+            env=env,
+            quiet=quiet,
+            on_iteration=self._finish_iteration,
+        )
         self.infos = infos
-        self.quiet = quiet
         self.last_checkpoint: str | None = None
-        self.total_iterations = 0
         self._last_logged_it: int | None = None
-        self._t_start = time.time()
         self.iteration_callbacks: list = []
         """Called as fn(iteration, rolling success rate) after each iteration (the rate averaged over
         ranks under torchrun, so every rank sees the same value); may raise to stop."""
@@ -52,21 +71,17 @@ class NavRunner(OnPolicyRunner):
         self._good: tuple[int, dict] | None = None
         """(iteration, a copy of ``alg.save()``) after the last finished iteration whose update was
         finite and whose policy gave finite actions on the probe batch: what an early stop saves."""
-        # rsl_rl records the git state of its own install by default; record this project's instead.
-        self.logger.git_status_repos = [str(Path(__file__).resolve().parents[1])]
-        self._guard_update()
-        self._wrap_logger()
-        # Finished episodes' returns and lengths for Train/mean_reward and Train/mean_episode_length,
-        # collected on the device (rsl_rl's logger selects them by index, a host sync per step).
-        self._returns = DeviceRing(self.logger.rewbuffer.maxlen, self.device)
-        self._lengths = DeviceRing(self.logger.lenbuffer.maxlen, self.device)
-        self.logger.process_env_step = self._process_env_step
+
+    @property
+    def last_times(self) -> tuple[float, float] | None:
+        """(collect, learn) seconds of the last iteration."""
+        return self.logger.last_times
 
     # -- multi-process ---------------------------------------------------------------------
     def _configure_multi_gpu(self) -> None:
         """rsl_rl's torchrun setup with Gloo on the CPU as well as NCCL on CUDA.
 
-        rsl_rl 5.5.1 starts an NCCL group and requires ``cuda:<LOCAL_RANK>``; navexp starts the group in
+        rsl_rl 5.x starts an NCCL group and requires ``cuda:<LOCAL_RANK>``; navexp starts the group in
         ``navexp.learn.distributed.setup`` (which checks the device first) and the runner joins it.
         """
         if int(os.getenv("WORLD_SIZE", "1")) <= 1:
@@ -83,15 +98,6 @@ class NavRunner(OnPolicyRunner):
             "local_rank": ctx.local_rank,
             "world_size": ctx.world_size,
         }
-
-    def _mean_over_ranks(self, value: float) -> float:
-        """Mean of a per-rank value over the ranks that have one (NaN on a rank counts as none)."""
-        if not self.is_distributed:
-            return value
-        finite = math.isfinite(value)
-        t = torch.tensor([value if finite else 0.0, float(finite)], device=self.device, dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return float(t[0] / t[1]) if t[1] > 0 else float("nan")
 
     # -- checkpoints ------------------------------------------------------------------------
     def save(self, path: str, infos: dict | None = None) -> None:
@@ -120,11 +126,6 @@ class NavRunner(OnPolicyRunner):
             self.last_checkpoint = path
         return path
 
-    def _keep_good(self, it: int) -> None:
-        """After iteration ``it`` finished (update checked): remember its state for an early stop."""
-        saved = self.alg.save()
-        self._good = (it, copy.deepcopy(saved))
-
     def _last_good_text(self) -> str:
         path = self.save_last_good()
         if path is None:
@@ -139,19 +140,21 @@ class NavRunner(OnPolicyRunner):
         self.resumed_learning_rate = float(self.alg.learning_rate)
 
     def set_learning_rate(self, lr: float) -> None:
-        """Use ``lr`` from now on (a resume whose command line changed ``ppo.learning_rate``)."""
-        self.alg.learning_rate = lr
-        for group in self.alg.optimizer.param_groups:
-            group["lr"] = lr
+        """Use ``lr`` from now on (a resume whose command line changed ``ppo.algorithm.learning_rate``)."""
+        self.alg.set_learning_rate(lr)
 
     # -- guards and reporting ---------------------------------------------------------------
     def learn(self, num_learning_iterations: int, init_at_random_ep_len: bool = False) -> None:
-        """rsl_rl's loop; a policy that diverged inside it (std < 0, NaN parameters in a
-        distribution) stops like a non-finite loss: with the iteration and the last good checkpoint."""
+        """rsl_rl's loop; an update NavPPO rejects, a fault the env flagged and a policy that diverged
+        inside it (std < 0, NaN parameters in a distribution) stop training with the iteration and the
+        last good checkpoint (``NonFiniteLossError``)."""
         try:
             super().learn(num_learning_iterations, init_at_random_ep_len)
         except NonFiniteLossError:
             raise
+        except RejectedUpdate as e:
+            what = e.describe(self._current_iteration())
+            raise NonFiniteLossError(f"{what}; {self._last_good_text()}") from e
         except FloatingPointError as e:  # the env's NaN/inf flags (actions, state, observations, rewards)
             raise NonFiniteLossError(
                 f"training stopped at iteration {self._current_iteration()}: {str(e).splitlines()[0][:600]}; "
@@ -169,116 +172,14 @@ class NavRunner(OnPolicyRunner):
         """The iteration in progress (rsl_rl sets current_learning_iteration only after an update)."""
         return self.current_learning_iteration if self._last_logged_it is None else self._last_logged_it + 1
 
-    def _guard_update(self) -> None:
-        update = self.alg.update
-
-        def guarded_update() -> dict:
-            # The env keeps NaN/inf and overflow flags on the device: raise them before PPO uses data.
-            self.env.check_faults()
-            losses = update()
-            bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
-            params_ok = all(torch.isfinite(p).all() for p in self.alg.actor.parameters())
-            probed = self._probe_actions() if not bad and params_ok else 0
-            # Under torchrun every rank decides alike (a rank that moved on would save a policy
-            # another rank rejected): the flags are summed over the ranks.
-            flags = [float(bool(bad)), float(not params_ok), float(probed)]
-            if self.is_distributed:
-                t = torch.tensor(flags, device=self.device, dtype=torch.float64)
-                torch.distributed.all_reduce(t)
-                flags = t.tolist()
-            where = "" if not self.is_distributed else " (on some rank)"
-            if flags[0] or flags[1]:
-                raise NonFiniteLossError(
-                    f"non-finite PPO loss at iteration {self._current_iteration()}{where}: "
-                    f"{bad or ('actor parameters' if not params_ok else 'another rank')}; "
-                    f"{self._last_good_text()}"
-                )
-            if flags[2]:
-                n = int(flags[2])
-                worlds = self.env.num_envs * (self.gpu_world_size if self.is_distributed else 1)
-                raise NonFiniteLossError(
-                    f"the PPO update of iteration {self._current_iteration()} left a policy whose actions "
-                    f"are NaN/inf on {n} of the {worlds} worlds' current observations "
-                    f"(learning rate {self.alg.learning_rate:g}); {self._last_good_text()}"
-                )
-            return losses
-
-        self.alg.update = guarded_update
-
-    def _probe_actions(self) -> int:
-        """How many worlds' current observations the updated policy maps to a NaN/inf action (its
-        deterministic output; a recurrent policy's hidden state is put back); 0: the policy is good."""
-        actor = getattr(self.alg, "_raw_actor", self.alg.actor)
-        hidden = actor.get_hidden_state() if actor.is_recurrent else None  # rollout mode rebinds it
-        try:
-            with torch.inference_mode():
-                actions = actor(self.env.get_observations().to(self.device))
-        finally:
-            if actor.is_recurrent:
-                actor.reset(hidden_state=hidden)
-        return int((~torch.isfinite(actions)).flatten(1).any(dim=1).sum())
-
-    def _process_env_step(self, rewards, dones, extras, intrinsic_rewards=None) -> None:
-        """rsl_rl's per-step episode bookkeeping, without waiting for the device (navexp configures
-        no RND, so there are no intrinsic rewards to book)."""
-        lg = self.logger
-        if lg.writer is None:
-            return
-        lg.cur_reward_sum += rewards
-        lg.cur_episode_length += 1
-        done = dones > 0
-        self._returns.push(lg.cur_reward_sum, done)
-        self._lengths.push(lg.cur_episode_length, done)
-        lg.cur_reward_sum.masked_fill_(done, 0.0)
-        lg.cur_episode_length.masked_fill_(done, 0.0)
-
-    def _fill_logger_buffers(self) -> None:
-        """Hand the iteration's episode statistics to rsl_rl's logger in the form it reads them."""
-        lg = self.logger
-        for ring, buf in ((self._returns, lg.rewbuffer), (self._lengths, lg.lenbuffer)):
-            buf.clear()
-            buf.extend(ring.values().tolist())
-        episode_log = self.env.pop_episode_log()
-        lg.ep_extras = [episode_log] if episode_log else []
-
-    def _wrap_logger(self) -> None:
-        log = self.logger.log
-
-        def log_with_progress(**kwargs) -> None:
-            self._fill_logger_buffers()
-            # rsl_rl's multi-line block goes to a buffer; its TensorBoard/W&B writes are unchanged.
-            with contextlib.redirect_stdout(io.StringIO()):
-                log(**kwargs)
-            self._last_logged_it = kwargs["it"]
-            self._keep_good(kwargs["it"])  # its update passed the guards: what an early stop saves
-            self._progress(**kwargs)
-            for fn in self.iteration_callbacks:
-                fn(kwargs["it"], self.recent_success)
-
-        self.logger.log = log_with_progress
-
-    def _progress(
-        self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **_
-    ) -> None:
-        lg = self.logger
-        self.last_times = (collect_time, learn_time)
-        steps = self.cfg["num_steps_per_env"] * self.env.num_envs * self.gpu_world_size  # all ranks
-        done = it + 1 - start_it
-        elapsed = time.time() - self._t_start
-        eta = elapsed / max(done, 1) * (total_it - it - 1)
-        reward = statistics.mean(lg.rewbuffer) if lg.rewbuffer else float("nan")
-        succ = self._mean_over_ranks(self.env.recent_success_rate())  # a collective: every rank calls it
-        self.recent_success = succ
-        if lg.writer is not None:
-            lg.writer.add_scalar("Perf/collect_steps_per_s", steps / max(collect_time, 1e-9), it)
-            lg.writer.add_scalar("Metrics/success_rate_recent", succ, it)
-        if not self.quiet:
-            print(
-                f"[navexp] it {it + 1:>5}/{total_it} | {steps / (collect_time + learn_time):8.0f} steps/s "
-                f"(collect {collect_time:.2f}s, learn {learn_time:.2f}s) | ETA "
-                f"{datetime.timedelta(seconds=int(eta))} | reward {reward:7.2f} | success {succ:5.1%}",
-                flush=True,
-            )
+    def _finish_iteration(self, it: int, success: float) -> None:
+        """After iteration ``it`` is logged (its update passed NavPPO's checks): keep its state for an
+        early stop, then run the iteration callbacks."""
+        self._last_logged_it = it
+        self._good = (it, copy.deepcopy(self.alg.save()))
+        self.recent_success = success
+        for fn in self.iteration_callbacks:
+            fn(it, success)
 
     def checkpoint_path(self) -> str:
         return os.path.join(str(self.logger.log_dir), f"model_{self.current_learning_iteration}.pt")

@@ -5,6 +5,8 @@ The syntax and its meaning are hydra-optuna-sweeper's, so its users' spaces mean
 ``choice(a, b)`` categorical; ``range(a, b[, step])`` integers (floats with a float bound or step)
 from a to b, b included; ``interval(a, b)`` uniform (integers when both bounds are); ``tag(log,
 interval(a, b))`` log-uniform; ``shuffle(range(...))`` categorical; a plain ``key=value`` is fixed.
+A key's old name (``ppo.clip_param``: ``navexp.config.aliases``) is read as today's, in a space file,
+``hydra.sweeper.params`` and on the command line alike.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hydra.core.override_parser.types import Override, Transformer
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from navexp.config.aliases import translate_key, translate_overrides
 from navexp.paths import SWEEPS_DIR
 
 _NOT_FOUND = object()
@@ -43,7 +46,7 @@ def load_space(name: str) -> dict[str, str]:
         raise ValueError(
             f"search space {path} must be a non-empty mapping of config keys to sweep expressions"
         )
-    return {str(k): str(v) for k, v in data.items()}
+    return {translate_key(str(k)): str(v) for k, v in data.items()}
 
 
 def _leaf_keys(cfg: DictConfig) -> list[str]:
@@ -105,7 +108,7 @@ def distribution(override: Override) -> BaseDistribution | str:
 def distributions(arguments: list[str]) -> tuple[dict[str, BaseDistribution], dict[str, str]]:
     """({key: distribution} of the sweep overrides, {key: value} of the fixed ones)."""
     searched, fixed = {}, {}
-    for override in OverridesParser.create().parse_overrides(arguments):
+    for override in OverridesParser.create().parse_overrides(translate_overrides(arguments)):
         d = distribution(override)
         key = override.get_key_element()
         if isinstance(d, BaseDistribution):
@@ -119,8 +122,8 @@ def distributions_from_config(search_space: Mapping[str, Mapping[str, Any]]) -> 
     """hydra-optuna-sweeper's deprecated ``search_space`` form:
     {key: {type, low, high, log, step, choices}}."""
     out = {}
-    for key, spec in search_space.items():
-        spec = dict(spec)
+    for name, spec in search_space.items():
+        key, spec = translate_key(str(name)), dict(spec)
         kind = str(spec.get("type"))
         if kind == "categorical":
             out[str(key)] = CategoricalDistribution(list(spec["choices"]))

@@ -1,7 +1,7 @@
-"""Actor and critic networks, chosen by ``ppo.model``: a registry of model kinds.
+"""Actor and critic networks, chosen by ``ppo.policy.model``: a registry of model kinds.
 
 Each kind is one module of this package with a ``@register_model`` ``ModelKind`` subclass (every
-module here is imported below, which registers it): how its ``ppo.<kind>_*`` keys are checked, the
+module here is imported below, which registers it): how its ``ppo.policy.<kind>_*`` keys are checked, the
 rsl_rl ``actor``/``critic`` dicts it builds, whether it is recurrent, and what an export writes for
 it (metadata, and the arrays its numpy twin reads; the twin itself is registered in
 ``navexp.deploy.numpy_nets`` with ``@numpy_model``, so the robot side stays torch-free).
@@ -12,8 +12,8 @@ it (metadata, and the arrays its numpy twin reads; the twin itself is registered
 - ``cnn``: navexp's ``ScanCNNModel`` (``cnn.py``): circular convolutions over the scan.
 
 Adding a model: a module here with a ``ModelKind`` subclass (``name``, ``rsl_rl_cfg``, and ``check``,
-``export_meta``, ``numpy_weights`` where it has keys or exports), its keys in ``PpoCfg``
-(``navexp.config.schemas``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
+``export_meta``, ``numpy_weights`` where it has keys or exports), its keys in ``PolicyCfg``
+(``navexp.learn.ppo_cfg``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
 deploys.
 """
 
@@ -28,10 +28,10 @@ import torch.nn as nn
 
 
 class ModelKind:
-    """One ``ppo.model`` choice (subclass it and decorate with ``@register_model``)."""
+    """One ``ppo.policy.model`` choice (subclass it and decorate with ``@register_model``)."""
 
     name: ClassVar[str]
-    """The ``ppo.model`` value (also the ``model`` field of checkpoints and exports)."""
+    """The ``ppo.policy.model`` value (also the ``model`` field of checkpoints and exports)."""
     recurrent: ClassVar[bool] = False
     """Carries a hidden state between steps (rsl_rl's recurrent PPO path; reset per episode)."""
 
@@ -66,12 +66,12 @@ def register_model(cls: type[ModelKind]) -> type[ModelKind]:
 def get_model(name: str) -> ModelKind:
     """The registered kind ``name``; an unknown one fails listing the valid ones."""
     if name not in MODELS:
-        raise ValueError(f"ppo.model={name!r} is invalid; allowed: {list(MODELS)}")
+        raise ValueError(f"ppo.policy.model={name!r} is invalid; allowed: {list(MODELS)}")
     return MODELS[name]
 
 
 def critic_kind(p: Any) -> str:
-    """The critic's ``ppo.model`` kind: ``ppo.critic_model``, or the actor's ``ppo.model`` when unset."""
+    """The critic's kind: ``ppo.policy.critic_model``, or the actor's ``ppo.policy.model`` when unset."""
     critic = getattr(p, "critic_model", None)  # a run stored before the key existed has none
     return str(p.model if critic is None else critic)
 
@@ -82,22 +82,22 @@ def is_recurrent(p: Any) -> bool:
 
 
 def check_model_cfg(p: Any, lidar_enabled: bool) -> None:
-    """Raise ValueError naming the key, the value and what is allowed for the ``ppo.model*`` keys
-    (the recurrent mini-batch bound needs ``env.num_envs``:
-    ``navexp.config.validation.validate_run_cfg``)."""
+    """Raise ValueError naming the key, the value and what is allowed for the keys of the ``ppo.policy``
+    section ``p`` that its model kinds own (called by ``navexp.learn.ppo_cfg.check_ppo_cfg``)."""
     get_model(str(p.model)).check(p, lidar_enabled)
     critic = critic_kind(p)
     if critic not in MODELS:
         raise ValueError(
-            f"ppo.critic_model={critic!r} is invalid; allowed: {list(MODELS)} or null (= ppo.model)"
+            f"ppo.policy.critic_model={critic!r} is invalid; allowed: {list(MODELS)} or null "
+            f"(= ppo.policy.model)"
         )
     if critic != str(p.model):
         get_model(critic).check(p, lidar_enabled)
 
 
 def model_cfgs(p: Any, num_beams: int, history_length: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The rsl_rl ``actor`` and ``critic`` dicts (``class_name`` + constructor arguments) of ``ppo``
-    (the critic of ``ppo.critic_model`` when set)."""
+    """The rsl_rl ``actor`` and ``critic`` dicts (``class_name`` + constructor arguments) of the
+    ``ppo.policy`` section ``p`` (the critic of ``critic_model`` when set)."""
     common: dict[str, Any] = {
         "hidden_dims": [int(h) for h in p.hidden_dims],
         "activation": str(p.activation),

@@ -1,4 +1,4 @@
-"""``ppo.model=cnn``: ``ScanCNNModel``, circular 1-D convolutions over the scan, then rsl_rl's MLP head.
+"""``ppo.policy.model=cnn``: ``ScanCNNModel``, circular 1-D convolutions over the scan, then rsl_rl's MLP.
 
 Why a navexp class: rsl_rl's ``CNNModel``/``CNN`` take [N, C, H, W] observation groups and build
 ``Conv2d`` layers with square kernels; a 72-beam scan as a 1 x 72 image with circular padding would
@@ -32,20 +32,25 @@ class CNN(ModelKind):
 
     def check(self, p: Any, lidar_enabled: bool) -> None:
         if not lidar_enabled:
-            raise ValueError("ppo.model=cnn convolves the LiDAR scan; enable obs.terms.lidar.enabled=true")
+            raise ValueError(
+                "ppo.policy.model=cnn convolves the LiDAR scan; enable obs.terms.lidar.enabled=true"
+            )
         n = len(p.cnn_channels)
         if n < 1 or len(p.cnn_kernel_sizes) != n or len(p.cnn_strides) != n:
             raise ValueError(
-                f"ppo.cnn_channels={list(p.cnn_channels)}, ppo.cnn_kernel_sizes={list(p.cnn_kernel_sizes)} "
-                f"and ppo.cnn_strides={list(p.cnn_strides)} are invalid; allowed: lists of one equal "
+                f"ppo.policy.cnn_channels={list(p.cnn_channels)}, "
+                f"ppo.policy.cnn_kernel_sizes={list(p.cnn_kernel_sizes)} and "
+                f"ppo.policy.cnn_strides={list(p.cnn_strides)} are invalid; allowed: lists of one equal "
                 f"length >= 1 (one entry per conv layer)"
             )
         for key in ("cnn_channels", "cnn_kernel_sizes", "cnn_strides"):
             if any(int(v) < 1 for v in getattr(p, key)):
-                raise ValueError(f"ppo.{key}={list(getattr(p, key))} is invalid; allowed: integers >= 1")
+                raise ValueError(
+                    f"ppo.policy.{key}={list(getattr(p, key))} is invalid; allowed: integers >= 1"
+                )
         if any(int(k) % 2 == 0 for k in p.cnn_kernel_sizes):
             raise ValueError(
-                f"ppo.cnn_kernel_sizes={list(p.cnn_kernel_sizes)} is invalid; allowed: odd integers "
+                f"ppo.policy.cnn_kernel_sizes={list(p.cnn_kernel_sizes)} is invalid; allowed: odd integers "
                 f"(a kernel centred on its beam)"
             )
 

@@ -1,4 +1,4 @@
-"""``ppo.model=mlp``: rsl_rl's ``MLPModel`` (normalised observations -> MLP), the default."""
+"""``ppo.policy.model=mlp``: rsl_rl's ``MLPModel`` (normalised observations -> MLP), the default."""
 
 from __future__ import annotations
 

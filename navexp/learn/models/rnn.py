@@ -1,4 +1,4 @@
-"""``ppo.model=rnn``: rsl_rl's ``RNNModel`` (normalised observations -> GRU/LSTM -> MLP)."""
+"""``ppo.policy.model=rnn``: rsl_rl's ``RNNModel`` (normalised observations -> GRU/LSTM -> MLP)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ class RNN(ModelKind):
 
     def check(self, p: Any, lidar_enabled: bool) -> None:
         if p.rnn_type not in RNN_TYPES:
-            raise ValueError(f"ppo.rnn_type={p.rnn_type!r} is invalid; allowed: {list(RNN_TYPES)}")
+            raise ValueError(f"ppo.policy.rnn_type={p.rnn_type!r} is invalid; allowed: {list(RNN_TYPES)}")
         for key in ("rnn_hidden_dim", "rnn_num_layers"):
             if int(getattr(p, key)) < 1:
-                raise ValueError(f"ppo.{key}={getattr(p, key)} is invalid; allowed: an integer >= 1")
+                raise ValueError(f"ppo.policy.{key}={getattr(p, key)} is invalid; allowed: an integer >= 1")
 
     def rsl_rl_cfg(self, p: Any, num_beams: int, history_length: int) -> dict[str, Any]:
         return {
