@@ -33,7 +33,7 @@ def run(
 ) -> float | list[float]:
     """Train, evaluate and return the objective: the evaluation success rate (or the values of
     ``sweep.objectives`` when a study asks for several; NaN on torchrun ranks other than 0)."""
-    metrics = TrainingRun(cfg, Path(run_dir), overrides, quiet, trial_hooks(cfg)).run()
+    metrics = TrainingRun(cfg, Path(run_dir), overrides, quiet, hooks=trial_hooks).run()
     return objective(cfg, metrics)
 
 

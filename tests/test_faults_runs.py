@@ -403,3 +403,19 @@ def test_map_settings_no_layout_satisfies_end_the_app_in_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in out, out[-2000:]
     assert "Error: env config: layout sampling (map family 'grid')" in out and "lower maps.grid.fill" in out
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resume_matches_a_runs_old_key_names_with_this_command_lines_new_ones(tmp_path, capsys):
+    """A run recorded before the ppo sections (``ppo.learning_rate=0.001``) resumed with
+    ``ppo.algorithm.learning_rate=0.002``: the record's key is today's name, so this command line's
+    replaces it (one override, not both), and the record is translated without the old-name notice."""
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / "model_3.pt").write_bytes(b"")
+    (run_dir / ".hydra" / "overrides.yaml").write_text(
+        "- seed=7\n- ppo.learning_rate=0.001\n- ppo.model=rnn\n"
+    )
+    argv = ["train.py", f"resume={run_dir}", "ppo.algorithm.learning_rate=0.002"]
+    got = resume_overrides_argv(argv)
+    assert got == ["train.py", "seed=7", "ppo.policy.model=rnn", *argv[1:]]
+    assert "is now" not in capsys.readouterr().err

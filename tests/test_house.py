@@ -45,3 +45,15 @@ def test_entry_points_are_thin():
     for name in ENTRY_POINTS:
         lines = len((ROOT / "navexp" / f"{name}.py").read_text().splitlines())
         assert lines <= 150, (name, lines)
+
+
+def test_the_comparison_loads_no_learner():
+    """``navexp.compare`` reads run directories: importing it loads no rsl_rl (the learner; only the
+    checkpoint reader it defers does), though the config schemas it reads bring torch with the term
+    registries."""
+    import subprocess
+    import sys
+
+    code = "import sys, navexp.compare; print('rsl_rl' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False", "True"]

@@ -19,7 +19,7 @@ from navexp.config.cli import parse_command_line
 from navexp.config.validation import validate_run_cfg
 from navexp.learn import ppo_cfg
 from navexp.learn.checkpoint import load_checkpoint, stored_config
-from navexp.learn.ppo_cfg import nest_ppo
+from navexp.learn.ppo_schema import nest_ppo
 from navexp.learn.rl_cfg import build_train_cfg
 from navexp.sweep.space import distributions, distributions_from_config, load_space
 from navexp.train import app_argv, run

@@ -39,7 +39,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from navexp.config.aliases import translate_key, translate_overrides  # noqa: E402
-from navexp.learn.ppo_cfg import nest_ppo  # noqa: E402
+from navexp.learn.ppo_schema import nest_ppo  # noqa: E402
 from navexp.paths import overrides_record  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")

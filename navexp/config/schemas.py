@@ -1,5 +1,5 @@
 """Typed schemas for every config group, registered in Hydra's ConfigStore as ``base_<group>`` (``env``
-and ``robot``: ``navexp.task.env_cfg``; ``ppo``: ``navexp.learn.ppo_cfg``, shaped like rsl_rl's runner
+and ``robot``: ``navexp.task.env_cfg``; ``ppo``: ``navexp.learn.ppo_schema``, shaped like rsl_rl's runner
 dict).
 
 Every YAML variant in ``configs/<group>/`` starts with ``defaults: [base_<group>, _self_]``, so a
@@ -17,7 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from navexp.learn.ppo_cfg import PpoCfg
+from navexp.learn.ppo_schema import PpoCfg
 from navexp.task.env_cfg import EnvCfg, RobotCfg
 from navexp.task.maps.families import FAMILIES
 from navexp.task.obs.terms import OBS_TERMS

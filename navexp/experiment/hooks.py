@@ -13,6 +13,10 @@ def _no_summary(state: str, metrics: dict | None) -> dict:
     return {}
 
 
+def _never(error: BaseException) -> bool:
+    return False
+
+
 @dataclass
 class RunHooks:
     """A run's hooks; the defaults (a plain training) do nothing."""
@@ -28,6 +32,9 @@ class RunHooks:
     """Tags added to the W&B run."""
     job_type: str = "train"
     """The W&B run's job type (``trial`` for a sweep trial)."""
+    ends_normally: Callable[[BaseException], bool] = _never
+    """Whether an exception that stops the run is a normal end (a pruned trial): its W&B run is
+    finished as ``pruned``, not failed."""
     summary: Callable[[str, dict | None], dict] = _no_summary
     """Extra W&B summary entries when the run ends: ``summary(state, metrics)`` with state ``complete``
     (metrics: the final evaluation's), ``pruned``, ``interrupted`` or ``fail`` (metrics None)."""

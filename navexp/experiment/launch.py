@@ -8,7 +8,7 @@ from datetime import datetime
 
 import yaml
 
-from navexp.config.aliases import translate_argv
+from navexp.config.aliases import translate_argv, translate_overrides
 from navexp.config.presets import add_overrides, override_value, size_override_argv
 from navexp.learn.checkpoint import resolve_checkpoint
 from navexp.learn.distributed import worker_hydra_overrides
@@ -22,7 +22,6 @@ def app_argv(argv: list[str]) -> list[str]:
     try:
         argv = translate_argv(argv)  # old key names (ppo.clip_param) -> today's: navexp/config/aliases.py
         argv = resume_overrides_argv(argv)  # before size=auto resolves: the run's size is inherited
-        argv = translate_argv(argv)  # the overrides a run recorded before the rename, too
         argv = size_override_argv(argv)
         argv = resume_run_dir_argv(argv)
     except (ValueError, FileNotFoundError) as e:
@@ -58,11 +57,13 @@ def resume_overrides_argv(argv: list[str]) -> list[str]:
     prog, args = argv[:1], list(argv[1:])
     positions = [i for i, a in enumerate(args) if ("=" in a or a.startswith("~")) and not a.startswith("-")]
     given = {args[i].lstrip("+~").partition("=")[0] for i in positions}
-    # Plain YAML, not OmegaConf: a recorded ${...} stays text for Hydra to resolve, as it was first.
+    # Plain YAML, not OmegaConf: a recorded ${...} stays text for Hydra to resolve, as it was first. A run
+    # recorded before the ppo sections has old key names: today's, so this command line's keys match them.
+    recorded = translate_overrides([str(o) for o in yaml.safe_load(record.read_text()) or []], announce=False)
     inherited = [
-        str(o)
-        for o in yaml.safe_load(record.read_text()) or []
-        if (key := str(o).lstrip("+~").partition("=")[0]) not in given
+        o
+        for o in recorded
+        if (key := o.lstrip("+~").partition("=")[0]) not in given
         and key != "resume"
         and not key.startswith(IGNORED_ON_RESUME)
     ]

@@ -15,6 +15,7 @@ import contextlib
 import json
 import signal
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,7 +78,7 @@ class TrainingRun:
         run_dir: Path,
         overrides: list[str] | None = None,
         quiet: bool = False,
-        hooks: RunHooks | None = None,
+        hooks: RunHooks | Callable[[DictConfig], RunHooks] | None = None,
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
@@ -85,7 +86,9 @@ class TrainingRun:
         self.overrides = list(overrides or [])
         """The command line's task overrides (recorded with the evaluation)."""
         self.quiet = quiet
-        self.hooks = hooks or RunHooks()
+        self.hooks = hooks if isinstance(hooks, RunHooks) else RunHooks()
+        self._make_hooks = hooks if callable(hooks) and not isinstance(hooks, RunHooks) else None
+        """Hooks made from the config once it is validated (a sweep trial's load its study)."""
         self.ctx = DistContext()
         self.start: Start | None = None
         self.env: NavEnv | None = None
@@ -149,6 +152,8 @@ class TrainingRun:
             restore_curriculum(start.curriculum, start.ckpt, self.quiet)
         if ctx.is_main:  # one owner, checked at once; released when run() ends
             claim_run_dir(start.run_dir, fresh=start.ckpt is None)
+        if self._make_hooks is not None:
+            self.hooks = self._make_hooks(cfg)
         self.start = start
         return start
 

@@ -12,6 +12,7 @@ from navexp.analysis.suites import eval_scalars
 from navexp.analysis.video import log_gif
 from navexp.experiment.hooks import RunHooks
 from navexp.learn.ppo_cfg import ppo_hparams
+from navexp.learn.wandb_writer import WandbWriter
 
 
 def logger_entry(
@@ -33,7 +34,7 @@ def logger_entry(
         }
     config = {**OmegaConf.to_container(cfg, resolve=True), **hooks.wandb_config}
     return {
-        "class_name": "navexp.learn.wandb_writer:WandbWriter",
+        "class_name": f"{WandbWriter.__module__}:{WandbWriter.__qualname__}",  # seen by lint-imports
         "project": str(lg.project),
         "mode": str(lg.mode),
         "entity": lg.entity,
@@ -48,11 +49,11 @@ def logger_entry(
 
 
 def close_writer(writer, error: BaseException, hooks: RunHooks) -> None:
-    """A run that ends early: its W&B run records why and is finished as failed, except a pruned trial,
-    which is a normal end."""
+    """A run that ends early: its W&B run records why and is finished as failed, except an end the hooks
+    call normal (a pruned trial)."""
     if not hasattr(writer, "finish"):
         return
-    pruned = type(error).__name__ == "TrialPruned"
+    pruned = hooks.ends_normally(error)
     state = "pruned" if pruned else "interrupted" if isinstance(error, KeyboardInterrupt) else "fail"
     summary = {"run/state": state, "run/error": f"{type(error).__name__}: {error}"}
     writer.log_summary({**summary, **hooks.summary(state, None)})

@@ -29,7 +29,7 @@ import torch
 from omegaconf import OmegaConf
 from rsl_rl.utils import resolve_class, resolve_obs_groups
 
-from navexp.learn.ppo_cfg import nest_ppo
+from navexp.learn.ppo_schema import nest_ppo
 from navexp.task.obs.terms import OBS_TERMS
 
 SAFE_GLOBALS: list = []

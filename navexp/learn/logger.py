@@ -39,15 +39,19 @@ class NavLogger(Logger):
         *,
         env: Any,
         quiet: bool = False,
+        on_logged: Callable[[int], None] | None = None,
         on_iteration: Callable[[int, float], None] | None = None,
         **logger_kwargs: Any,
     ) -> None:
-        """``logger_kwargs``: rsl_rl's ``Logger`` arguments. ``on_iteration(it, success)`` runs on every
-        rank after each iteration is logged, with the rolling success rate averaged over the ranks."""
+        """``logger_kwargs``: rsl_rl's ``Logger`` arguments. ``on_logged(it)`` runs as soon as rsl_rl has
+        logged iteration ``it`` (its update passed NavPPO's checks: what an early stop saves), before the
+        progress line and its collective; ``on_iteration(it, success)`` runs on every rank after it,
+        with the rolling success rate averaged over the ranks."""
         super().__init__(**logger_kwargs)
         self.git_status_repos = [NAVEXP_PACKAGE]
         self.env = env
         self.quiet = quiet
+        self.on_logged = on_logged
         self.on_iteration = on_iteration
         self.is_distributed = bool(logger_kwargs["is_distributed"])
         # Finished episodes' returns and lengths for Train/mean_reward and Train/mean_episode_length.
@@ -90,6 +94,8 @@ class NavLogger(Logger):
                 learn_time=learn_time,
                 **kw,
             )
+        if self.on_logged is not None:
+            self.on_logged(it)
         success = self._progress(it, start_it, total_it, collect_time, learn_time)
         if self.on_iteration is not None:
             self.on_iteration(it, success)

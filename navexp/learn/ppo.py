@@ -75,7 +75,8 @@ class NavPPO(PPO):
 
     def _check_update(self, losses: dict[str, float]) -> None:
         bad = {k: v for k, v in losses.items() if not math.isfinite(float(v))}
-        params_ok = all(torch.isfinite(p).all() for p in self.actor.parameters())
+        # One host read for all parameters (a read per tensor would wait for the device each time).
+        params_ok = bool(torch.stack([torch.isfinite(p).all() for p in self.actor.parameters()]).all())
         probed = self._probe_actions() if not bad and params_ok else 0
         # Under torchrun every rank decides alike: the flags are summed over the ranks.
         flags = [float(bool(bad)), float(not params_ok), float(probed)]
@@ -100,7 +101,7 @@ class NavPPO(PPO):
         deterministic output; a recurrent policy's hidden state is put back); 0: the policy is good."""
         if self.env is None:
             return 0
-        actor = self._raw_actor
+        actor = self.get_policy()  # the uncompiled actor
         hidden = actor.get_hidden_state() if actor.is_recurrent else None
         try:
             with torch.inference_mode():

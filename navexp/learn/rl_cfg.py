@@ -1,6 +1,6 @@
 """Turn the ``ppo`` config group into a fresh rsl_rl ``OnPolicyRunner`` config dict.
 
-The group has rsl_rl's shape (``navexp.learn.ppo_cfg``): its runner-level keys, ``ppo.algorithm``
+The group has rsl_rl's shape (``navexp.learn.ppo_schema``): its runner-level keys, ``ppo.algorithm``
 (rsl_rl's ``algorithm`` entry, passed through as it is, with navexp's PPO as ``class_name``) and
 ``ppo.policy`` (the ``actor`` and ``critic`` entries of the ``model`` kind: ``navexp.learn.models``).
 The keys were checked once, before the run started (``check_ppo_cfg``).

@@ -56,6 +56,7 @@ class NavRunner(OnPolicyRunner):
             device=self.device,
             env=env,
             quiet=quiet,
+            on_logged=self._keep_good,
             on_iteration=self._finish_iteration,
         )
         self.infos = infos
@@ -172,11 +173,14 @@ class NavRunner(OnPolicyRunner):
         """The iteration in progress (rsl_rl sets current_learning_iteration only after an update)."""
         return self.current_learning_iteration if self._last_logged_it is None else self._last_logged_it + 1
 
-    def _finish_iteration(self, it: int, success: float) -> None:
-        """After iteration ``it`` is logged (its update passed NavPPO's checks): keep its state for an
-        early stop, then run the iteration callbacks."""
+    def _keep_good(self, it: int) -> None:
+        """Iteration ``it`` is logged (its update passed NavPPO's checks): keep its state for an early
+        stop (before the progress line, whose collective may fail when a peer rank died)."""
         self._last_logged_it = it
         self._good = (it, copy.deepcopy(self.alg.save()))
+
+    def _finish_iteration(self, it: int, success: float) -> None:
+        """After iteration ``it``'s progress line: the iteration callbacks."""
         self.recent_success = success
         for fn in self.iteration_callbacks:
             fn(it, success)

@@ -36,13 +36,13 @@ def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
     return values[0] if len(values) == 1 else values
 
 
-def trial_record(cfg: DictConfig) -> dict | None:
+def trial_record(cfg: DictConfig, trial: optuna.trial.Trial | None = None) -> dict | None:
     """What a trial's W&B run records of its study (None outside a sweep): ``{study, trial_number,
     params: {<override key>: value}, objectives, directions}``, the flat ``config.optuna`` a
-    parallel-coordinates panel reads."""
+    parallel-coordinates panel reads. ``trial``: the trial already loaded (else it is loaded here)."""
     if cfg.sweep.trial_id is None:
         return None
-    trial = _trial(cfg)
+    trial = trial or _trial(cfg)
     frozen = trial.storage.get_trial(int(cfg.sweep.trial_id))
     return {
         "study": str(cfg.sweep.study_name),
@@ -80,7 +80,9 @@ def _trial(cfg: DictConfig) -> optuna.trial.Trial:
     return optuna.trial.Trial(study, int(sw.trial_id))
 
 
-def pruning_callback(cfg: DictConfig) -> Callable[[int, float], None] | None:
+def pruning_callback(
+    cfg: DictConfig, trial: optuna.trial.Trial | None = None
+) -> Callable[[int, float], None] | None:
     """A per-iteration callback that reports the rolling success rate and raises TrialPruned when told.
 
     The study then records the trial's intermediate values and the state PRUNED. None outside a sweep
@@ -89,7 +91,7 @@ def pruning_callback(cfg: DictConfig) -> Callable[[int, float], None] | None:
     if cfg.sweep.trial_id is None or not cfg.sweep.pruning.enabled or len(cfg.sweep.objectives) > 1:
         return None
 
-    trial = _trial(cfg)
+    trial = trial or _trial(cfg)
     interval = int(cfg.sweep.pruning.interval)
 
     def report(it: int, success_rate: float) -> None:
@@ -102,11 +104,13 @@ def pruning_callback(cfg: DictConfig) -> Callable[[int, float], None] | None:
     return report
 
 
-def record_metrics(cfg: DictConfig, metrics: dict, run_dir: str) -> None:
+def record_metrics(
+    cfg: DictConfig, metrics: dict, run_dir: str, trial: optuna.trial.Trial | None = None
+) -> None:
     """Store the evaluation metrics and run directory as user attributes of the trial."""
     if cfg.sweep.trial_id is None:
         return
-    trial = _trial(cfg)
+    trial = trial or _trial(cfg)
     trial.set_user_attr("run_dir", run_dir)
     for key in (
         "success_rate",
@@ -124,11 +128,13 @@ def record_metrics(cfg: DictConfig, metrics: dict, run_dir: str) -> None:
 def trial_hooks(cfg: DictConfig) -> RunHooks:
     """What a sweep trial adds to its training run: the pruning callback, the metrics stored in its trial,
     and its W&B run marked as a trial (``job_type="trial"``, the study and what was searched as tags,
-    ``config.optuna``, the trial's state and objective values in the summary). Outside a sweep: no hooks."""
-    record = trial_record(cfg)
-    if record is None:
+    ``config.optuna``, the trial's state and objective values in the summary). Outside a sweep: no hooks.
+    The training run calls it after validating its config (it loads the study once)."""
+    if cfg.sweep.trial_id is None:
         return RunHooks()
-    prune = pruning_callback(cfg)
+    trial = _trial(cfg)
+    record = trial_record(cfg, trial)
+    prune = pruning_callback(cfg, trial)
     tags = [f"study:{record['study']}", *(f"objective:{o}" for o in record["objectives"])]
 
     def summary(state: str, metrics: dict | None) -> dict:
@@ -141,9 +147,10 @@ def trial_hooks(cfg: DictConfig) -> RunHooks:
 
     return RunHooks(
         iteration_callbacks=[prune] if prune is not None else [],
-        on_metrics=lambda metrics, run_dir: record_metrics(cfg, metrics, str(run_dir)),
+        on_metrics=lambda metrics, run_dir: record_metrics(cfg, metrics, str(run_dir), trial),
         wandb_config={"optuna": record},
         wandb_tags=[*tags, *(f"searched:{k}" for k in record["params"])],
         job_type="trial",
+        ends_normally=lambda error: isinstance(error, optuna.TrialPruned),
         summary=summary,
     )

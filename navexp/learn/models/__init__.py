@@ -13,7 +13,7 @@ it (metadata, and the arrays its numpy twin reads; the twin itself is registered
 
 Adding a model: a module here with a ``ModelKind`` subclass (``name``, ``rsl_rl_cfg``, and ``check``,
 ``export_meta``, ``numpy_weights`` where it has keys or exports), its keys in ``PolicyCfg``
-(``navexp.learn.ppo_cfg``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
+(``navexp.learn.ppo_schema``), and a ``@numpy_model`` loader in ``navexp.deploy.numpy_nets`` if it
 deploys.
 """
 
