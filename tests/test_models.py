@@ -297,8 +297,10 @@ def test_bad_model_settings_fail_before_anything_is_built(override, message, tmp
 
 
 def _meta(history: int) -> dict:
-    """The metadata NumpyPolicy.act needs: frame history and a 3-wide action block."""
-    return {"obs": {"history_length": history}, "action": {"scale": [1.0, 1.0, 1.0]}}
+    """The metadata NumpyPolicy.load checks: the default's 78 columns per frame, the frame history and a
+    3-wide action block."""
+    terms = [["lidar", 72], ["goal_polar", 3], ["vel_body", 2], ["omega", 1]]
+    return {"obs": {"terms": terms, "history_length": history}, "action": {"scale": [1.0, 1.0, 1.0]}}
 
 
 def _fill_normalizer(model: torch.nn.Module, rows: torch.Tensor) -> None:
