@@ -291,7 +291,7 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
         ax.plot(100 * row["success_rate_mean"], i, "o", color="C0")
         ax.plot(100 * rates, [i] * len(rates), "|", color="k", ms=10)
     ax.set_yticks(range(len(labels)), wrapped)
-    ax.set_xlabel("success rate (%): mean, 95 % bootstrap interval over runs; | = one run")
+    ax.set_xlabel("success rate (%): mean, 95 % interval (bootstrap over runs; one run: Wilson); | = a run")
     ax.set_xlim(0, 102)
     success = stem.with_name(stem.name + "_success.png")
     # bbox_inches="tight" grows the image to the labels (tight_layout warns and clips long group names)
