@@ -15,7 +15,7 @@ import yaml
 from scipy import stats
 
 from navexp import compare
-from navexp.analysis.compare import COLUMNS
+from navexp.analysis.compare import COLUMNS, group_label
 
 # clip 0.1: seeds 1-4; clip 0.2: seeds 1-2 and one unfinished run; one lone run of clip 0.3.
 RUNS = {
@@ -205,18 +205,18 @@ def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
 
 @pytest.mark.filterwarnings("error")
 def test_plots_wrap_long_group_names(tmp_path):
-    """Groups named by long override lists (as scripts/learning_seeds.sh makes them, 80-130 characters)
-    are drawn whole and without a layout warning: the names wrap at 48 characters, so the success plot
-    stays near its 7-inch width at 90 dpi (630 px plus a 48-character label column, under 1000 px;
-    one line per name made it about 1800 px)."""
-    recipe = ["env=traps", "reward=path", "ppo.max_iterations=700"]
-    recipe += ["reward.terms.near_obstacle.params.safe_dist=0.5"]
-    for i, weight in enumerate(("-0.15", "-0.3")):
+    """Groups told apart by several long keys (as scripts/learning_seeds.sh's recipes make them,
+    80-130 characters) are drawn whole and without a layout warning: the names wrap at 48 characters,
+    so the success plot stays near its 7-inch width at 90 dpi (630 px plus a 48-character label column,
+    under 1000 px; one line per name made it about 1800 px)."""
+    keys = ["reward.terms.near_obstacle.params.safe_dist", "reward.terms.near_obstacle.weight"]
+    keys += ["reward.terms.path_progress.weight", "ppo.algorithm.entropy_coef"]
+    for i, values in enumerate((("0.5", "-0.15", "1.0", "0.005"), ("0.4", "-0.3", "2.0", "0.01"))):
         for seed in (1, 2):
-            d = make_run(tmp_path / "multirun", f"r{i}_{seed}", "0.2", seed, 0.9)
-            overrides = [*recipe, f"reward.terms.near_obstacle.weight={weight}", f"seed={seed}"]
-            (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    compare.main([str(tmp_path / "multirun"), f"out={tmp_path / 'long.md'}"])
+            extra = [f"{k}={v}" for k, v in zip(keys, values, strict=True)]
+            make_run(tmp_path / "multirun", f"r{i}_{seed}", "0.2", seed, 0.9, env="traps", extra=extra)
+    result = compare.main([str(tmp_path / "multirun"), f"out={tmp_path / 'long.md'}"])
+    assert len(result.rows) == 2 and len(group_label(result.rows[0])) > 130
     for name in ("long_success.png", "long_profile.png"):
         png = (tmp_path / name).read_bytes()
         width = int.from_bytes(png[16:20], "big")  # the IHDR chunk's width
