@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import build_env
+from conftest import NO_MEDIA, TINY, build_env
 from PIL import Image
 
 from navexp import compose_config
@@ -201,3 +201,41 @@ def test_warp_step_with_the_route_subgoal_makes_no_host_sync():
     assert env.episode_count.sum().item() - before >= 16
     assert audit.num_syncs == 0, dict(audit.syncs)
     assert (obs["policy"][:, -3] <= 0.6 + 1e-4).all()
+
+
+def test_recipe_floorplans_trains_tiny_and_its_export_expects_subgoals(tiny_run, tmp_path):
+    """recipe=floorplans composes to env=floorplans (rooms 0.3), reward=path, the GRU and route_subgoal on;
+    2 tiny iterations train; the export lists route_subgoal in its observation (the robot must plan),
+    and the numpy policy commands with a RoutePlanner and refuses to run without one."""
+    from navexp import export
+    from navexp.deploy import NumpyPolicy
+
+    overrides = ["recipe=floorplans", *TINY, *NO_MEDIA]
+    cfg = compose_config(overrides)
+    assert cfg.recipe == "floorplans" and cfg.env.maps.weights.rooms == 0.3 and cfg.ppo.policy.model == "rnn"
+    assert cfg.obs.terms.route_subgoal.enabled and cfg.reward.terms.path_progress.weight > 0
+    run_dir = tiny_run(overrides)
+    files = export.main([f"checkpoint={run_dir}", f"out={tmp_path}"])
+    policy = NumpyPolicy.load(str(files["numpy"]))
+    assert ["route_subgoal", 3] in policy.meta["obs"]["terms"]
+    assert "RoutePlanner" in policy.meta["terms"]["route_subgoal"]
+    planner = route.RoutePlanner(np.zeros((40, 40), dtype=bool), 0.2, (-4.0, -4.0), robot_radius_m=0.2)
+    planner.set_goal((3.0, 0.0))
+    raw = ([2.0] * 72, [6.0, 0.0], [0.0, 0.0], 0.0)
+    command = policy.command(*raw, route=planner, pose_map=(-3.0, 0.0, 0.0))
+    assert len(command) == 3 and all(math.isfinite(v) for v in command)
+    with pytest.raises(ValueError, match="'route_subgoal' needs route="):
+        policy.command(*raw)
+
+
+def test_recipe_floorplans_is_the_documented_command():
+    """recipe=floorplans composes to exactly recipe=traps env=floorplans obs.terms.route_subgoal.enabled=true
+    (docs/configuration.md, Recipes); only ``recipe`` differs."""
+    from omegaconf import OmegaConf
+
+    by_name = OmegaConf.to_container(compose_config(["size=cpu", "recipe=floorplans"]))
+    by_keys = OmegaConf.to_container(
+        compose_config(["size=cpu", "recipe=traps", "env=floorplans", "obs.terms.route_subgoal.enabled=true"])
+    )
+    assert (by_name.pop("recipe"), by_keys.pop("recipe")) == ("floorplans", "traps")
+    assert by_name == by_keys
