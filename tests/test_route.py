@@ -179,10 +179,11 @@ def test_bad_route_params_are_refused_when_the_config_is_built():
         build_env("obs.terms.route_subgoal.enabled=true", "obs.terms.route_subgoal.params.lookahead_m=0.0")
 
 
-def test_warp_step_with_the_route_subgoal_makes_no_host_sync():
+def test_warp_step_with_the_route_subgoal_and_odom_history_makes_no_host_sync():
     """env=families with route_subgoal on, warp backend: 20 steps of 16 worlds with 1 s episodes (resets
-    take new layouts and their fields) make no host sync; the policy group grows by the term's 3 and
-    its subgoals lie within the lookahead (distance <= 3 m: value <= 0.6 at the 5 m scale)."""
+    take new layouts and their fields) make no host sync, with odom_history on too (mapless memory); the
+    policy group grows by the terms' 3 and 10, and the subgoals lie within the lookahead (distance <= 3 m:
+    value <= 0.6 at the 5 m scale)."""
     from navexp.analysis.sync_audit import SyncAudit
 
     base = [
@@ -192,15 +193,18 @@ def test_warp_step_with_the_route_subgoal_makes_no_host_sync():
         "env.episode_length_s=1.0",
         "env.check_every=50",
     ]
-    env = build_env(*base, "obs.terms.route_subgoal.enabled=true")
-    assert env.needs_path and env.obs_manager.layout()["policy"][-1] == ("route_subgoal", 3)
+    env = build_env(*base, "obs.terms.route_subgoal.enabled=true", "obs.terms.odom_history.enabled=true")
+    assert env.needs_path and env.obs_manager.layout()["policy"][-2:] == [
+        ("route_subgoal", 3),
+        ("odom_history", 10),
+    ]
     before = env.episode_count.sum().item()
     with SyncAudit() as audit:
         for _ in range(20):
             obs, *_ = env.step(torch.zeros(16, 3))
     assert env.episode_count.sum().item() - before >= 16
     assert audit.num_syncs == 0, dict(audit.syncs)
-    assert (obs["policy"][:, -3] <= 0.6 + 1e-4).all()
+    assert (obs["policy"][:, -13] <= 0.6 + 1e-4).all()
 
 
 def test_recipe_floorplans_trains_tiny_and_its_export_expects_subgoals(tiny_run, tmp_path):

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from navexp.task.obs.odom import OdomHistory, history_body
 from navexp.task.obs.route import RoutePlanner
 
 NumpyTwin = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], np.ndarray]
@@ -159,3 +160,40 @@ def route_subgoal(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str
     x, y, yaw = (float(v) for v in pose)
     sub = route.subgoal((x, y), float(params["lookahead_m"]))
     return subgoal_polar(sub, (x, y), yaw, float(params["dist_scale_m"]))
+
+
+def check_odom_params(points: int, window: int, dist_scale_m: float, env_window: int) -> None:
+    """ValueError naming the ``odom_history`` param that is not allowed (``env_window``: the env's
+    ``position_window``, the control steps of positions it keeps)."""
+    key = "obs.terms.odom_history.params"
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= env_window:
+        raise ValueError(
+            f"{key}.window={window!r} is invalid; allowed: an integer in [1, env.position_window="
+            f"{env_window}] (raise env.position_window for a longer memory)"
+        )
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= window:
+        raise ValueError(f"{key}.points={points!r} is invalid; allowed: an integer in [1, window={window}]")
+    if not (isinstance(dist_scale_m, int | float) and math.isfinite(dist_scale_m) and dist_scale_m > 0):
+        raise ValueError(f"{key}.dist_scale_m={dist_scale_m!r} is invalid; allowed: a distance > 0 (m)")
+
+
+@numpy_twin("odom_history")
+def odom_history(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """past positions (odometry) in the body frame / dist_scale_m; inputs odom=OdomHistory, pose_odom.
+
+    [x_1, y_1, ..., x_P, y_P]: the positions round(j W / P) control steps ago (j = 1 .. P, W the
+    param ``window``), relative to the robot, body frame; ``odom`` an OdomHistory pushed every control step,
+    ``pose_odom`` (x, y, yaw) now in the same odometry frame."""
+    memory, pose = inputs.get("odom"), inputs.get("pose_odom")
+    if not isinstance(memory, OdomHistory) or not memory.xy or pose is None or len(pose) != 3:
+        raise ValueError(
+            "observation term 'odom_history' needs odom=<navexp.task.obs.odom.OdomHistory, reset() at the "
+            f"episode start> and pose_odom=(x, y, yaw); got odom={type(memory).__name__}, pose_odom={pose!r}"
+        )
+    if memory.window != int(params["window"]):
+        raise ValueError(
+            f"odom=OdomHistory(window={memory.window}): the policy was trained with window={params['window']}"
+        )
+    past = memory.past(int(params["points"]))[None]
+    pos, yaw = np.array([pose[:2]], dtype=np.float64), np.array([float(pose[2])])
+    return history_body(np, past, pos, yaw, float(params["dist_scale_m"]))[0]

@@ -13,8 +13,14 @@ from enum import StrEnum
 import torch
 
 from navexp.sim.layout import rotate_xy
-from navexp.task.obs import route
-from navexp.task.obs.numpy_terms import NUMPY_TWINS, check_route_params, check_scan_encoding, encode_scan
+from navexp.task.obs import odom, route
+from navexp.task.obs.numpy_terms import (
+    NUMPY_TWINS,
+    check_odom_params,
+    check_route_params,
+    check_scan_encoding,
+    encode_scan,
+)
 from navexp.task.registry import Registry
 from navexp.task.state import NavState, check_reads
 
@@ -150,3 +156,26 @@ def route_subgoal(s: NavState, lookahead_m: float = 3.0, dist_scale_m: float = 5
     rel = rotate_xy(sub - s.pos_xy, -s.yaw)
     b = torch.atan2(rel[:, 1], rel[:, 0])
     return torch.stack((rel.norm(dim=-1) / dist_scale_m, torch.sin(b), torch.cos(b)), dim=-1)
+
+
+_STEPS: dict[tuple, torch.Tensor] = {}
+"""``odom_history``'s window indices per (window length, window, points, device)."""
+
+
+def _odom_width(params: dict, dims) -> int:
+    check_odom_params(params["points"], params["window"], params["dist_scale_m"], dims.position_window)
+    return 2 * params["points"]
+
+
+@obs_term("odom_history", Provenance.DEPLOYABLE, _odom_width, enabled=False)
+def odom_history(s: NavState, points: int = 5, window: int = 25, dist_scale_m: float = 5.0) -> torch.Tensor:
+    """[N, 2 points] where the robot was (mapless memory, from odometry): its positions round(j window /
+    points) control steps ago, j = 1 .. points, relative to it in its body frame / dist_scale_m
+    (``navexp.task.obs.odom``; ``window`` <= ``env.position_window``). Off by default."""
+    full, dev = s.pos_window.shape[1] - 1, s.pos_xy.device
+    key = (full, window, points, dev)
+    if key not in _STEPS:  # made once per device: no host-to-device copy per step
+        _STEPS[key] = torch.tensor(
+            [full - window + i for i in odom.history_steps(window, points)], device=dev
+        )
+    return odom.history_body(torch, s.pos_window[:, _STEPS[key]], s.pos_xy, s.yaw, dist_scale_m)
