@@ -254,7 +254,7 @@ def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file)
         "env.num_envs=1", f"env.scenarios={path}", "+reward.terms.test_clearance_bonus={weight: 1.0}"
     )
     assert shaped.needs_clearance and abs(shaped.state.clearance[0].item() - 1.50) < 1e-5
-    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist'\]"
+    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist', 'goal_field'\]"
     with pytest.raises(ValueError, match=r"reads=\['clerance'\]; " + allowed):
         reward_term("wall_hugging", reads=("clerance",))
 

@@ -288,6 +288,7 @@ class NavEnv(VecEnv):
             d = path_distance(self.layout.goal_field, s.pos_xy, self.half_x, self.half_y)
             self._path_read = torch.isfinite(d)
             s.path_dist = torch.where(self._path_read, d, s.path_dist)
+            s.goal_field = self.layout.goal_field  # a view: the resets write the layout in place
 
     def _restart_history(self, mask: torch.Tensor) -> None:
         """A new episode in the worlds ``mask`` has no past: its window holds the start position, no

@@ -10,7 +10,7 @@ REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
 """Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
 SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
 
-ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist")
+ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist", "goal_field")
 """NavState fields computed only while an active term declares it reads them (``reads=`` when the
 term is registered); otherwise they hold NaN, so an undeclared read fails the env's finite check."""
 
@@ -108,6 +108,10 @@ class NavState:
     """[N] bool: the episode was truncated by the time limit this step (never with a termination)."""
     reason: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] long: index into REASONS of the last episode end (0 while running)."""
+    goal_field: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N, NY, NX] float16 each world's goal distance field (``Layout.goal_field``: metres along the
+    shortest free path from each cell centre of the occupancy grid over the room, inf where blocked);
+    on demand (a term that plans on it, ``route_subgoal``), else [N, 0, 0]."""
     dims: EnvDims = field(default=None)  # type: ignore[assignment]
 
     @staticmethod
@@ -144,5 +148,6 @@ class NavState:
             out_of_bounds=f.clone(),
             time_out=f.clone(),
             reason=torch.zeros(n, dtype=torch.long, **z),
+            goal_field=torch.zeros(n, 0, 0, dtype=torch.float16, **z),
             dims=dims,
         )
