@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from navexp.config.schemas import register_configs
 from navexp.experiment.launch import app_argv
 from navexp.experiment.training import TrainingRun
+from navexp.paths import CONFIG_DIR
 from navexp.sweep.trial import objective, trial_hooks
 from navexp.task.maps.pool import LayoutSamplingError
 
@@ -37,7 +38,7 @@ def run(
     return objective(cfg, metrics)
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | list[float]:
     hc = HydraConfig.get()
     if hc.mode == RunMode.MULTIRUN and int(os.environ.get("WORLD_SIZE", "1")) > 1:

@@ -17,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from navexp.config.keys import groups_help
 from navexp.learn.ppo_schema import PpoCfg
 from navexp.task.env_cfg import EnvCfg, RobotCfg
 from navexp.task.maps.families import FAMILIES
@@ -264,6 +265,8 @@ def register_configs() -> None:
     stored, so a composed config never changes the stored schema.
     """
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
+    # --help's groups (config.yaml, hydra.help.template): Hydra's own list shows base_* and data folders.
+    OmegaConf.register_new_resolver("navexp_config_groups", groups_help, replace=True)
     cs = ConfigStore.instance()
     fingerprint = _registries_fingerprint()
     if "base_config.yaml" in cs.repo and _STORED.get("fingerprint") == fingerprint:
