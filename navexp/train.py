@@ -20,6 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from navexp.config.schemas import register_configs
+from navexp.experiment.console import console_to_log, third_party_warnings
 from navexp.experiment.launch import app_argv
 from navexp.experiment.training import TrainingRun
 from navexp.paths import CONFIG_DIR
@@ -47,7 +48,8 @@ def main(cfg: DictConfig) -> float | list[float]:
             f"run a sweep with `python -m navexp.train -m ...` or train one run with torchrun"
         )
     try:
-        return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
+        with console_to_log(Path(hc.runtime.output_dir)), third_party_warnings(bool(cfg.verbose)):
+            return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
     except LayoutSamplingError as e:  # map settings no layout satisfies: found on the first draw
         if hc.mode == RunMode.MULTIRUN:
             raise  # the sweeper records the trial as failed and goes on

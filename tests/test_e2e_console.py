@@ -58,7 +58,9 @@ def test_train_help_lists_each_groups_options_only(tmp_path):
     proc = script("navexp-train", "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     groups = proc.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
-    assert "reward: bcppo, path, progress, sparse\n" in groups and "size: auto, cpu, gpu, none\n" in groups
+    assert (
+        "reward: bcppo, path, progress, sparse\n" in groups and "size: auto, cpu, gpu, none, tiny\n" in groups
+    )
     assert "base_" not in groups and "scenarios:" not in groups and "suites:" not in groups
 
 
@@ -104,3 +106,20 @@ def test_a_misspelled_key_with_plus_writes_nothing(tmp_path):
     assert proc.returncode != 0 and len(err) == 1 and err[0].startswith("Error: "), proc.stderr[-2000:]
     assert "closest: ppo.algorithm.desired_kl" in err[0]
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_first_run_with_the_tiny_preset(tmp_path):
+    """`navexp-train size=tiny` from an empty folder: 3 iterations whose progress lines count like the
+    checkpoints (`it 2/2` is `model_2.pt`), a quiet console (no rsl_rl model printout), and the run's
+    train.log holding what the console showed. Before: the script failed, the lines read 1/3..3/3 for
+    model_0..2.pt, and train.log held none of them."""
+    proc = script("navexp-train", "size=tiny", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[navexp] it ")]
+    assert [ln.split("|")[0].split()[-1] for ln in lines] == ["0/2", "1/2", "2/2"]
+    assert "Actor Model" not in proc.stdout and "Resolved observation sets" not in proc.stdout
+    (run_dir,) = (tmp_path / "outputs" / "navexp").iterdir()
+    assert sorted(p.name for p in run_dir.glob("model_*.pt")) == ["model_0.pt", "model_1.pt", "model_2.pt"]
+    log = (run_dir / "train.log").read_text()
+    assert all(ln in log for ln in lines) and "[navexp] eval over 16 held-out episodes" in log
+    assert (run_dir / "eval.json").is_file()

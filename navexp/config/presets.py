@@ -1,4 +1,4 @@
-"""Size presets: the Hydra config group ``size`` (``configs/size/{gpu,cpu,none}.yaml``) and ``size=auto``.
+"""Size presets: the Hydra config group ``size`` (``configs/size/<preset>.yaml``) and ``size=auto``.
 
 A preset is an ordinary config group (package ``_global_``) placed after the groups whose keys it
 sets, so the composed config *is* the run's config (``.hydra/config.yaml`` equals the run's

@@ -231,8 +231,11 @@ class ExperimentCfg:
     recipe: str = "none"
     """The training recipe the config was composed with (set by the ``recipe`` group, composed last:
     ``traps`` sets env, obs, reward and ppo choices; none). A key on the command line wins over it."""
+    verbose: bool = False
+    """Show what a run's console leaves out by default: rsl_rl's printout of the observation sets and
+    the models, its git-diff line, and third-party warnings (FutureWarning, DeprecationWarning)."""
     size: str = "none"
-    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | none).
+    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | tiny | none).
     ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""
 
 
