@@ -35,7 +35,7 @@ def evaluate_suite(
         return metrics, env, episodes
     entries: dict[str, dict] = {}
     main: tuple[NavEnv, list[Episode]] | None = None
-    for i, entry in enumerate(load_suite(suite).entries):
+    for i, entry in enumerate(load_suite(suite, str(cfg.env.get("name", "")) or None).entries):
         ecfg = entry_config(cfg, entry)
         policy, env = build(ecfg)
         metrics, episodes = evaluate(policy, env, int(ecfg.eval.num_episodes), record=record and i == 0)
