@@ -291,3 +291,19 @@ def _key_paths(node, prefix: str = "") -> list[str]:
         path = f"{prefix}.{k}" if prefix else k
         out += [path, *_key_paths(child, path)]
     return out
+
+
+def test_ctrl_c_in_a_tool_ends_in_one_line(capsys):
+    """KeyboardInterrupt inside a tool's main (Ctrl-C during evaluate's episodes): one line on stderr and
+    exit status 130, the shell's for SIGINT; before, Python's traceback."""
+    from navexp.config.cli import run_tool
+
+    def main():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stop:
+        run_tool(main)
+    err = capsys.readouterr().err
+    assert (
+        stop.value.code == 130 and err == "[navexp] interrupted (Ctrl-C): stopped before writing any file\n"
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -123,3 +124,24 @@ def test_a_first_run_with_the_tiny_preset(tmp_path):
     log = (run_dir / "train.log").read_text()
     assert all(ln in log for ln in lines) and "[navexp] eval over 16 held-out episodes" in log
     assert (run_dir / "eval.json").is_file()
+    ctrl_c_in_evaluate(run_dir, tmp_path)
+
+
+def ctrl_c_in_evaluate(run_dir: Path, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while `navexp-evaluate` runs its episodes: exit status 130, one line, no
+    traceback (before: KeyboardInterrupt's traceback), no result file."""
+    exe = shutil.which("navexp-evaluate")
+    out = tmp_path / "e.json"
+    args = [exe, f"checkpoint={run_dir}", "eval.num_episodes=100000", f"out={out}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in proc.stdout:
+        if line.startswith("[navexp] evaluation: 100000 episodes on "):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == "[navexp] interrupted (Ctrl-C): stopped before writing any file"
+    assert not out.exists()

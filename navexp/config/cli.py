@@ -137,10 +137,17 @@ USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADir
 def run_tool(main: Callable[[], object]) -> None:
     """Run a tool's ``main``; bad input ends it with ``error: <message>`` on stderr and exit status 2.
 
-    ``NAVEXP_TRACEBACK=1`` lets the exception through, with its traceback.
+    Ctrl-C ends it with one line and exit status 130, as the shell's for SIGINT (the tools write their
+    files after the last episode: an interrupted one has written none). ``NAVEXP_TRACEBACK=1`` lets the
+    exception through, with its traceback.
     """
     try:
         main()
+    except KeyboardInterrupt:
+        if os.environ.get("NAVEXP_TRACEBACK") == "1":
+            raise
+        print("[navexp] interrupted (Ctrl-C): stopped before writing any file", file=sys.stderr)
+        raise SystemExit(130) from None
     except (*USER_ERRORS, HydraException) as e:
         if os.environ.get("NAVEXP_TRACEBACK") == "1":
             raise
