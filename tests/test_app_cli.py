@@ -307,3 +307,28 @@ def test_ctrl_c_in_a_tool_ends_in_one_line(capsys):
     assert (
         stop.value.code == 130 and err == "[navexp] interrupted (Ctrl-C): stopped before writing any file\n"
     )
+
+
+def test_a_missing_optional_package_names_its_extra(monkeypatch, capsys):
+    """wandb, the launchers and the ONNX exporter are extras (`pip install -e .` alone leaves them out):
+    logger=wandb, hydra/launcher=joblib and navexp-export without them fail in one line naming the extra
+    to install, before anything runs (before: they were hard requirements; a missing one was a
+    traceback from deep inside)."""
+    import sys
+
+    from navexp import compose_config, export
+    from navexp.config.keys import check_overrides
+    from navexp.config.validation import validate_run_cfg
+    from navexp.extras import MissingExtraError
+
+    for module in ("wandb", "hydra_plugins.hydra_joblib_launcher", "onnxscript"):
+        monkeypatch.setitem(sys.modules, module, None)  # what find_spec reports for a module not installed
+    with pytest.raises(MissingExtraError, match=re.escape("logger=wandb needs the Python package 'wandb'")):
+        validate_run_cfg(compose_config(["logger=wandb"]))
+    with pytest.raises(ValueError, match=re.escape('pip install -e ".[launchers]"')):
+        check_overrides(["hydra/launcher=joblib"])
+    monkeypatch.setattr(sys, "argv", ["navexp-export", "checkpoint=x"])
+    with pytest.raises(SystemExit) as stop:
+        export.cli()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and 'pip install -e ".[deploy]"' in err, err

@@ -22,6 +22,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig
 
+from navexp.extras import require
 from navexp.paths import CONFIG_DIR
 
 OPEN_KEYS = ("env.robot.params",)
@@ -126,6 +127,8 @@ def check_overrides(overrides: list[str]) -> None:
     for arg in overrides:
         key, sep, value = arg.lstrip("+~").partition("=")
         key = key.split("@", 1)[0]
+        if key == "hydra/launcher" and sep:
+            _check_launcher(value)
         if key == "hydra" or key.startswith(("hydra.", "hydra/")):
             continue  # Hydra's own config and groups: Hydra checks them
         if key in groups or "/" in key:
@@ -134,6 +137,21 @@ def check_overrides(overrides: list[str]) -> None:
         message = unknown_key(key, schema)
         if message is not None and not (extra is None and "." not in key):
             raise ValueError(f"{message}; in {arg!r}")
+
+
+LAUNCHERS = {
+    "joblib": "hydra_plugins.hydra_joblib_launcher",
+    "submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+"""Hydra's launcher plugins navexp documents, and the module each one installs (the ``launchers`` extra)."""
+
+
+def _check_launcher(value: str) -> None:
+    """``hydra/launcher=joblib`` (or submitit_*) without its plugin names the extra, not Hydra's
+    "Could not find 'hydra/launcher/joblib'"."""
+    if value in LAUNCHERS:
+        require(LAUNCHERS[value], "launchers", f"hydra/launcher={value}")
 
 
 def _check_option(arg: str, group: str, value: str | None, options: list[str] | None) -> None:
