@@ -241,10 +241,14 @@ def test_a_misspelled_key_never_trains(override, message, tmp_path, monkeypatch)
     from navexp.experiment.launch import app_argv
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as stop:
-        app_argv(["train.py", override, "ppo.max_iterations=1"])
-    error = str(stop.value.code)
-    assert error.startswith("Error: ") and message in error and "\n" not in error, error
+    for argv in (
+        ["train.py", override, "ppo.max_iterations=1"],
+        ["train.py", "-m", "hydra/sweeper=optuna", override],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            app_argv(argv)
+        error = str(stop.value.code)
+        assert error.startswith("Error: ") and message in error and "\n" not in error, error
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_command_line(["checkpoint=a", override], PLAY, "usage")
     assert list(tmp_path.iterdir()) == []
