@@ -209,7 +209,7 @@ def test_shipped_suites_validate_against_the_default_config():
     assert shipped_suites() == ["default", "families", "floorplans", "ood"]
     for name in shipped_suites():
         check_suite(cfg, name)
-    assert [e.name for e in load_suite("default").entries] == ["room", "dense"]
+    assert [e.name for e in load_suite("default").entries] == ["run_env", "dense"]
     assert [e.name for e in load_suite("families").entries] == list(FAMILIES)
 
 
@@ -303,3 +303,22 @@ def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(
     )
     (a,) = load_suite(str(check)).entries
     assert entry_config(cfg, a).env.scenarios == path
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ([], ["room", "dense"]),
+        (["recipe=traps"], ["traps", "dense"]),
+        (["env=families"], ["families", "dense"]),
+        (["env=dense"], ["run_env", "dense"]),
+    ],
+)
+def test_the_run_envs_entry_is_named_after_the_env(overrides, names):
+    """The default suite's first entry is the run's own env and carries its name (env.name), so a
+    recipe=traps run's evaluation reads `traps`, not `room` as before; when the suite already has an
+    entry of that name (`dense`), it stays `run_env`."""
+    from navexp.config.suites import load_suite
+
+    cfg = compose_config(overrides)
+    assert [e.name for e in load_suite("default", cfg.env.name).entries] == names

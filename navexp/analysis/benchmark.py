@@ -363,7 +363,7 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
 def _steady(stdout: str) -> list[tuple[float, float, float]]:
     """(steps/s, collect s, learn s) of each progress line after the first iteration."""
     rows = [m.groups() for m in PROGRESS.finditer(stdout)]
-    return [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 1] or [
+    return [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 0] or [
         (float(s), float(c), float(lr)) for _, s, c, lr in rows
     ]
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,7 @@ def run_episodes(
     total: int,
     on_round: Callable[[NavEnv], None] | None = None,
     on_step: Callable[[NavEnv, torch.Tensor], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> EpisodeTable:
     """Roll ``policy`` out for ``total`` episodes on an ``auto_reset=False`` env.
 
@@ -77,11 +79,13 @@ def run_episodes(
     ``RNNModel``) starts each round from the zero state and has the state of a world zeroed on the
     step its episode ends (``navexp.learn.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
-    episode was running before the step). Returns one row per episode: end reason, duration (s), path
-    length (m) and its case (``episode_cases``).
+    episode was running before the step); ``progress(finished)`` every PROGRESS_EVERY_S seconds with
+    the episodes finished so far (one host read then, none in between). Returns one row per episode:
+    end reason, duration (s), path length (m) and its case (``episode_cases``).
     """
     parts: list[EpisodeTable] = []
     done = 0
+    next_report = time.monotonic() + PROGRESS_EVERY_S
     first_round = True
     while done < total:
         obs = env.get_observations() if first_round else env.reset()
@@ -102,6 +106,9 @@ def run_episodes(
             steps += active.long()
             if on_step is not None:
                 on_step(env, active)
+            if progress is not None and time.monotonic() >= next_report:
+                progress(done + int(env.held[: min(n, total - done)].sum()))
+                next_report = time.monotonic() + PROGRESS_EVERY_S
             if bool(env.held.all()):
                 break
         take = min(n, total - done)
@@ -115,6 +122,10 @@ def run_episodes(
         )
         done += take
     return EpisodeTable.concat(parts)
+
+
+PROGRESS_EVERY_S = 5.0
+"""Seconds between two progress lines of an evaluation (``run_episodes(progress=...)``)."""
 
 
 CASE_FIELDS = (
@@ -199,11 +210,17 @@ class TrajectoryRecorder:
         return out
 
 
-def evaluate(policy: Policy, env: NavEnv, total: int, record: bool = False) -> tuple[dict, list[Episode]]:
+def evaluate(
+    policy: Policy, env: NavEnv, total: int, record: bool = False, label: str | None = None
+) -> tuple[dict, list[Episode]]:
     """Run ``total`` held-out episodes; return the metrics (``navexp.analysis.nav_metrics.summarize``)
-    and, with ``record``, the recorded episodes (else an empty list)."""
+    and, with ``record``, the recorded episodes (else an empty list). With ``label``, a line
+    ``[navexp] <label>: k/total episodes`` every PROGRESS_EVERY_S seconds while they run."""
     recorder = TrajectoryRecorder() if record else None
-    hooks = {"on_round": recorder.on_round, "on_step": recorder.on_step} if recorder else {}
+    hooks: dict = {"on_round": recorder.on_round, "on_step": recorder.on_step} if recorder else {}
+    if label is not None:
+        print(f"[navexp] {label}: {total} episodes on {env.num_envs} worlds", flush=True)
+        hooks["progress"] = lambda k: print(f"[navexp] {label}: {k}/{total} episodes", flush=True)
     table = run_episodes(policy, env, total, **hooks)
     episodes = recorder.episodes(table.reason.tolist()) if recorder else []
     names = None

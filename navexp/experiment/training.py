@@ -185,7 +185,13 @@ class TrainingRun:
         if ctx.is_main:
             write_run_record(start.run_dir, start.started, **self.record)
         self.runner = NavRunner(
-            self.env, train_cfg, str(start.run_dir), start.device, self._infos(train_cfg), quiet=self.quiet
+            self.env,
+            train_cfg,
+            str(start.run_dir),
+            start.device,
+            self._infos(train_cfg),
+            quiet=self.quiet,
+            verbose=bool(self.cfg.get("verbose", False)),
         )
         if start.ckpt is not None:
             self._resume_runner()

@@ -116,6 +116,9 @@ class SimCfg:
 
 @dataclass
 class EnvCfg:
+    name: str = "room"
+    """The env variant (``env=<name>``, set by each ``configs/env/<name>.yaml``): the label of the run's
+    own env in its evaluation (the default suite's first entry, ``run_env``)."""
     num_envs: int = 64
     """Parallel worlds (mujoco_warp nworld)."""
     device: str = "auto"
