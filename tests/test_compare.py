@@ -457,3 +457,15 @@ def test_runs_from_before_the_ppo_sections_group_with_todays(tmp_path):
             "0.2": 2,
             "0.3": 1,
         }
+
+
+def test_console_verbosity_and_the_env_label_never_split_a_group(tmp_path):
+    """A run launched with verbose=true and env.name=room in its config (runs made since the env got
+    its label) against one made before the label existed: one group of 2 (before: two groups, the
+    label and the verbosity shown as columns)."""
+    root = tmp_path / "runs"
+    make_run(root, "new", "0.1", 1, 0.80, extra=["verbose=true", "env.name=room"])
+    make_run(root, "old", "0.1", 2, 0.60)
+    result = compare.main([str(root)])
+    assert [r["n_runs"] for r in result.rows] == [2]
+    assert result.rows[0]["success_rate_mean"] == pytest.approx(0.70)

@@ -30,6 +30,7 @@ IGNORED = (
     "hydra.",
     "hydra/",
     "resume",
+    "verbose",
     "experiment_name",
     "sweep.",
     "logger=",
@@ -38,7 +39,17 @@ IGNORED = (
 )
 """Overrides that never tell groups apart: the seed, Hydra's own settings, where a run lives and logs,
 what a sweeper adds to each trial (its id, number, study, W&B name) and the device it ran on."""
-NEUTRAL = ("seed", "experiment_name", "resume", "verbose", "env.device", "env.name", "logger", "sweep", "hydra")
+NEUTRAL = (
+    "seed",
+    "experiment_name",
+    "resume",
+    "verbose",
+    "env.device",
+    "env.name",
+    "logger",
+    "sweep",
+    "hydra",
+)
 """Config keys (and the sections below them) that never tell groups apart, for the same reasons."""
 RATES = ("success_rate", "collision_rate", "timeout_rate")
 """An evaluation's rates: numbers in [0, 1] (null only for the metrics after ``success_rate``)."""
