@@ -1,7 +1,7 @@
 """CUDA-only checks of the warp backend: CUDA graphs, host syncs, parity with the CPU backend.
 
 They skip without CUDA (the CPU suite proves the same properties where it can: zero counted syncs,
-masked resets; see test_hot_path.py). ``../shared/offline_gpu/check.sh`` runs them on a lent GPU.
+masked resets; see test_hot_path.py). ``scripts/gpu_check.sh`` runs them on a lent GPU.
 """
 
 from __future__ import annotations
