@@ -9,7 +9,9 @@ Nothing here reads a device value on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import time
 import warnings
 
 import mujoco
@@ -17,6 +19,7 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
+from navexp.sim import kernel_cache
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
@@ -47,6 +50,21 @@ def _flag_contacts(nacon: wp.array(dtype=int), worldid: wp.array(dtype=int), fla
     i = wp.tid()
     if i < nacon[0]:
         flag[worldid[i]] = 1
+
+
+@wp.kernel
+def _hold_on_contact(
+    flag: wp.array(dtype=int),
+    qpos_before: wp.array2d(dtype=float),
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+):
+    """A world with a contact in this control step goes back to the pose the substep started from
+    (where the contact was found) and stops: no contact force pushes it out (see ``contact_free``)."""
+    w, j = wp.tid()
+    if flag[w] != 0:
+        qpos[w, j] = qpos_before[w, j]
+        qvel[w, j] = 0.0
 
 
 @wp.kernel
@@ -83,6 +101,7 @@ class WarpSim:
         self.spec, self.num_worlds, self.decimation = spec, num_worlds, sim_spec.decimation
         self.device = torch.device(device)
         self.max_range_m = sim_spec.max_range_m
+        self._cold_since = self._announce_cold_compile(device)
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
         self._slot_cols = self._slot_columns()
@@ -90,13 +109,11 @@ class WarpSim:
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
             batched = {"geom_size": num_worlds, "geom_rbound": num_worlds, "geom_aabb": num_worlds}
-            self.m = mjw.put_model(self.mjm, batch_sizes=batched)
-            self.d = mjw.make_data(
-                self.mjm,
-                nworld=num_worlds,
-                nconmax=sim_spec.nconmax_per_world,
-                njmax=sim_spec.njmax_per_world,
-            )
+            self._m_contacts = mjw.put_model(self.mjm, batch_sizes=batched)
+            self.m = contact_free(self._m_contacts)
+            # No constraint rows (njmax=0): mujoco_warp then skips its solver and copies the
+            # smooth acceleration.
+            self.d = mjw.make_data(self.mjm, nworld=num_worlds, nconmax=sim_spec.nconmax_per_world, njmax=0)
             self._alloc_lidar()
         self._torch_views()
         self.ranges = torch.full((num_worlds, sim_spec.num_beams), self.max_range_m, device=self.device)
@@ -113,6 +130,15 @@ class WarpSim:
             torch.ones(num_worlds, dtype=torch.bool, device=self.device),
             Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device, spec.wall_slots),
         )
+
+    @staticmethod
+    def _announce_cold_compile(device: str) -> float | None:
+        """Print what is about to happen when the kernel cache is cold; the start time, else None."""
+        notice = kernel_cache.cold_notice(device)
+        if notice is None:
+            return None
+        print(notice, flush=True)
+        return time.perf_counter()
 
     def _slot_columns(self) -> slice | torch.Tensor:
         """Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive."""
@@ -135,6 +161,7 @@ class WarpSim:
         self._normal = wp.zeros((n, nb), dtype=wp.vec3)
         self._exclude = wp.array([self.robot_body] * nb, dtype=int)
         self._contact = wp.zeros(n, dtype=int)
+        self._qpos_before = wp.zeros((n, self.mjm.nq), dtype=float)
 
     def _torch_views(self) -> None:
         """Zero-copy torch views of the Warp arrays the env and the layout writes touch."""
@@ -180,13 +207,30 @@ class WarpSim:
         self._contact.zero_()
         self.d.overflow.zero_()
         for _ in range(self.decimation):
-            mjw.step(self.m, self.d)
+            wp.copy(self._qpos_before, self.d.qpos)
+            self._substep()
+            # The kinematics are still those of the pose this substep started from: its contacts.
+            mjw.collision(self._m_contacts, self.d)
             self._flag_contacts()
-        # step() leaves kinematics and contacts at the pre-integration pose: bring both to the final
-        # pose of this control step (contacts there end the episode).
+            wp.launch(
+                _hold_on_contact,
+                dim=self._qpos_before.shape,
+                inputs=[self._contact, self._qpos_before],
+                outputs=[self.d.qpos, self.d.qvel],
+            )
+        # Contacts at the final pose of this control step (they end the episode too).
         mjw.kinematics(self.m, self.d)
-        mjw.collision(self.m, self.d)
+        mjw.collision(self._m_contacts, self.d)
         self._flag_contacts()
+
+    def _substep(self) -> None:
+        """``mjw.step`` without constraints: forward dynamics (no collision, no constraint rows, no
+        solver: njmax=0), then the scene's implicitfast integration. The integrator reads M @ qacc
+        from ``efc.Ma``, which the solver leaves there; without one it is the smooth force itself
+        (qacc = qacc_smooth = M^-1 qfrc_smooth)."""
+        mjw.forward(self.m, self.d)
+        wp.copy(self.d.efc.Ma, self.d.qfrc_smooth)
+        mjw.implicit(self.m, self.d)
 
     def _sense_kernels(self) -> None:
         mjw.kinematics(self.m, self.d)
@@ -224,9 +268,12 @@ class WarpSim:
         """Run ``fn``'s kernels: eagerly, or as a CUDA graph captured on first use.
 
         Capture records kernels without running them, so the first call advances the simulation
-        exactly once (the captured graph is launched right after capture); Warp loads every module
-        before capture. The garbage collector is paused while capturing: a Warp object finalised
-        mid-capture would record its free into the graph.
+        exactly once (the captured graph is launched right after capture). Warp compiles and loads
+        each module as its first kernel is recorded (CUDA drivers >= 12.3 load modules during a
+        capture; graphs need 12.4 here anyway): forcing every module to load before the capture
+        would compile all of mujoco_warp's modules (51 against the 18 this scene launches, measured
+        on the CPU), minutes of a cold compile on a GPU. The garbage collector is paused while
+        capturing: a Warp object finalised mid-capture would record its free into the graph.
         """
         with wp.ScopedDevice(str(self.device)):
             if not self.graph_enabled:
@@ -237,7 +284,7 @@ class WarpSim:
                 enabled = gc.isenabled()
                 gc.disable()
                 try:
-                    with wp.ScopedCapture(force_module_load=True) as cap:
+                    with wp.ScopedCapture(force_module_load=False) as cap:
                         fn()
                 finally:
                     if enabled:
@@ -249,6 +296,9 @@ class WarpSim:
         """Advance every world one control step (``decimation`` physics steps); ``contact`` flags a
         contact in any substep or at the final pose. The LiDAR is cast by ``sense``."""
         self._run("physics", self._physics_kernels)
+        if self._cold_since is not None:  # build and first step have compiled every kernel
+            kernel_cache.mark_warm(str(self.device), time.perf_counter() - self._cold_since)
+            self._cold_since = None
 
     def sense(self, changed: torch.Tensor | None = None) -> None:
         """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
@@ -270,6 +320,20 @@ class WarpSim:
         """Name the buffers behind an overflow bitmask (OR of ``overflow`` over worlds and steps)."""
         what = [v for k, v in OVERFLOW_NAMES.items() if bits & k] or [f"bitmask {bits}"]
         return f"mujoco_warp buffer overflow: {', '.join(what)}"
+
+
+def contact_free(m: mjw.Model) -> mjw.Model:
+    """The model ``m`` (the same arrays) stepping without constraints: no contact forces, no solver.
+
+    The first contact ends an episode, so the robot never needs a contact force; mujoco_warp then
+    neither builds constraint rows nor runs (or compiles) its solver, and ``collision`` is called
+    on ``m`` itself after each substep. Up to the first contact the motion is the same: the robot's
+    joints have no limits or friction loss, so contacts are the scene's only constraints. At the
+    first contact the robot is held where it touched (``_hold_on_contact``) instead of being pushed
+    back by a contact force; the episode ends at that control step either way.
+    """
+    flags = m.opt.disableflags | mjw.DisableBit.CONSTRAINT
+    return dataclasses.replace(m, opt=dataclasses.replace(m.opt, disableflags=flags))
 
 
 def graph_support(device: torch.device) -> str | None:

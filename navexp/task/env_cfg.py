@@ -106,7 +106,8 @@ class SimCfg:
     nconmax_per_world: int = 8
     """warp: contact buffer per world (only robot-vs-obstacle pairs collide)."""
     njmax_per_world: int = 32
-    """warp: constraint rows per world."""
+    """Unused: the warp step has no constraints (navexp.sim.warp_backend.contact_free); kept so older
+    configs load, and for a backend of your own with fixed constraint buffers."""
     cuda_graph: bool = True
     """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
     nthread: int | None = None
