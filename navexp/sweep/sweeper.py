@@ -270,6 +270,8 @@ class StudySweeper(Sweeper):
     def _space(self, arguments: list[str]) -> _Space:
         s = self.settings
         expressions = {**load_space(s.space), **s.params}  # `<key>=<expression>` arrive in `arguments`
+        distributions(list(arguments), where="the command line")  # a key given twice there: refused
+        # The command line's entry of a key replaces the space's (a value there fixes a searched key).
         searched, fixed = distributions([f"{k}={v}" for k, v in expressions.items()] + list(arguments))
         if s.search_space:
             searched = {**distributions_from_config(s.search_space), **searched}
