@@ -114,3 +114,68 @@ def test_a_bad_search_expression_is_refused_in_one_line(tmp_path, monkeypatch, c
     """Before: optuna's ValueError (or a KeyError) with a traceback, naming no key."""
     err = sweep_error(tmp_path, monkeypatch, capsys, expression)
     assert message in err and "Traceback" not in err
+
+
+def test_a_storage_that_cannot_be_created_is_one_line(tmp_path, monkeypatch, capsys):
+    """A journal file or sqlite database under a file (or on a read-only path): one line naming the URL and
+    why (before: FileExistsError / NotADirectoryError / PermissionError tracebacks, OSError not caught)."""
+    from navexp.sweep.storage import open_storage
+
+    (tmp_path / "afile").write_text("x")
+    for url in (f"journal:{tmp_path}/afile/s.log", f"sqlite:///{tmp_path}/afile/sub/s.db"):
+        with pytest.raises(ValueError, match=rf"sweep.storage='{url}': cannot create {tmp_path}/afile"):
+            open_storage(url)
+    err = sweep_error(tmp_path, monkeypatch, capsys, f"sweep.storage=journal:{tmp_path}/afile/s.log")
+    assert f"Error: sweep.storage='journal:{tmp_path}/afile/s.log': cannot create" in err
+    assert "Traceback" not in err
+
+
+def test_sweep_report_of_a_corrupt_study_json_names_the_file(tmp_path, monkeypatch, capsys):
+    """A truncated study.json: `error: <file> is not a study file the sweeper wrote (not JSON: ...)`, exit
+    2 (before: "error: Expecting value: line 2", naming no file); one without a storage: names the key."""
+    from navexp import sweep_report
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "study.json").write_text('{\n  "study_name": ')
+    monkeypatch.setattr("sys.argv", ["navexp.sweep_report", str(sweep_dir)])
+    with pytest.raises(SystemExit) as end:
+        sweep_report.cli()
+    assert end.value.code == 2
+    err = capsys.readouterr().err
+    study_json = sweep_dir / "study.json"
+    assert err.startswith(f"error: {study_json} is not a study file the sweeper wrote (not JSON:")
+    assert err.count("\n") == 1
+    (sweep_dir / "study.json").write_text('{"study_name": "s"}')
+    with pytest.raises(ValueError, match=r"study.json is not a study file the sweeper wrote \(no storage\)"):
+        sweep_report.main([str(sweep_dir)])
+
+
+# -- row 4: one study, one identity --------------------------------------------------------------------
+def test_two_spellings_of_one_sqlite_file_share_the_admission_lock_and_the_report(tmp_path, monkeypatch):
+    """sqlite:///q.db, sqlite:///q.db?timeout=30 and the absolute path are one study file: a worker with
+    the query waits while a plain one holds the admission lock (before: the lock file kept `?timeout=30`
+    in its name, so both ran at once and n_trials could be overshot), and all three report to one folder."""
+    import threading
+
+    from navexp.sweep.parallel import admission_lock
+    from navexp.sweep.report import report_dir
+
+    monkeypatch.chdir(tmp_path)
+    plain, query, absolute = "sqlite:///q.db", "sqlite:///q.db?timeout=30", f"sqlite:///{tmp_path}/q.db"
+    order = []
+
+    def other_worker():
+        with admission_lock(query, "s", tmp_path):
+            order.append("query worker admitted")
+
+    with admission_lock(plain, "s", tmp_path):
+        worker = threading.Thread(target=other_worker)
+        worker.start()
+        worker.join(1.0)  # it must still be waiting for the lock
+        order.append("plain worker done")
+    worker.join(10)
+    assert order == ["plain worker done", "query worker admitted"]
+    assert [p.name for p in tmp_path.glob("*.admit.lock")] == ["q.db.s.admit.lock"]
+    fallback = tmp_path / "fallback"
+    assert {report_dir(u, "s", fallback) for u in (plain, query, absolute)} == {tmp_path / "q.db-s"}

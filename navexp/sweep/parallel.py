@@ -30,7 +30,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
-from navexp.sweep.storage import journal_path, sqlalchemy_url, trial_id
+from navexp.sweep.storage import sqlalchemy_url, storage_file, trial_id
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +180,9 @@ def admission_lock(url: str, study_name: str, sweep_dir: Path) -> Iterator[None]
         with _advisory_lock(url, study_name):
             yield
         return
-    journal = journal_path(url)
-    if journal is not None:
-        path = journal.with_name(f"{journal.name}.{study_name}.admit.lock")
-    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        db = Path(url[len("sqlite:///") :])
-        path = db.with_name(f"{db.name}.{study_name}.admit.lock")
+    file = storage_file(url)  # one path for every spelling of the file (sqlite:///q.db?timeout=30)
+    if file is not None:
+        path = file.with_name(f"{file.name}.{study_name}.admit.lock")
     else:
         path = Path(sweep_dir) / f".{study_name}.admit.lock"
     path.parent.mkdir(parents=True, exist_ok=True)

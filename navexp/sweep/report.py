@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from optuna.visualization import matplotlib as ovm
 
 from navexp.config.validation import check_path_name
-from navexp.sweep.storage import JOURNAL, journal_path, open_storage, study_names
+from navexp.sweep.storage import JOURNAL, open_storage, storage_file, study_names
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -293,20 +293,29 @@ def report_dir(url: str, study_name: str, fallback: Path) -> Path:
     ``outputs/studies/<name>.db``), otherwise ``<dir>/<file name>-<name>/``: studies of one name in two
     files of one folder keep two reports."""
     check_path_name("sweep.study_name", study_name)
-    journal = journal_path(url)
-    if journal is not None:
-        file = journal
-    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        file = Path(url[len("sqlite:///") :])
-    else:
+    file = storage_file(url)  # one folder for every spelling of the file (sqlite:///q.db?timeout=30)
+    if file is None:
         return fallback
     return file.parent / (study_name if file.name == f"{study_name}.db" else f"{file.name}-{study_name}")
+
+
+def study_info(path: Path) -> dict:
+    """A sweep directory's ``study.json`` (written by the sweeper): ValueError naming the file when it is
+    not JSON or lacks the storage or the study name."""
+    try:
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a study file the sweeper wrote (not JSON: {e})") from None
+    missing = [k for k in ("storage", "study_name") if not isinstance(info, dict) or k not in info]
+    if missing:
+        raise ValueError(f"{path} is not a study file the sweeper wrote (no {', '.join(missing)})")
+    return info
 
 
 def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     p = Path(target)
     if p.is_dir() and (p / "study.json").is_file():
-        info = json.loads((p / "study.json").read_text())
+        info = study_info(p / "study.json")
         url, name = info["storage"], study_name or info["study_name"]
         return url, name, report_dir(url, name, p / "report")
     if p.is_file() and p.suffix == ".db":
@@ -359,7 +368,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"study {name}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"))
     info_objectives = None
     if Path(args.target, "study.json").is_file():
-        info_objectives = json.loads(Path(args.target, "study.json").read_text()).get("objectives")
+        info_objectives = study_info(Path(args.target, "study.json")).get("objectives")
     out = write_report(study, Path(args.out) if args.out else default_out, info_objectives)
     best = json.loads((out / "summary.json").read_text())
     if "best_value" in best and not math.isnan(best["best_value"]):

@@ -140,12 +140,14 @@ def distributions(
 ) -> tuple[dict[str, BaseDistribution], dict[str, str]]:
     """({key: distribution} of the sweep overrides, {key: value} of the fixed ones); a later entry of a
     key replaces an earlier one. ``where`` (e.g. "the command line"): these overrides come from one
-    place, so a key given twice with two meanings is refused naming it (a search would be dropped)."""
+    place, so a key given twice there, once as a search, is refused naming it (one search would be dropped;
+    a plain value given twice is Hydra's: the last one counts)."""
     searched, fixed, lines = {}, {}, {}
     for override in OverridesParser.create().parse_overrides(translate_overrides(arguments)):
         d = distribution(override)
         key = override.get_key_element()
-        if where is not None and key in lines and lines[key] != override.input_line:
+        twice = key in lines and lines[key] != override.input_line
+        if where is not None and twice and (key in searched or isinstance(d, BaseDistribution)):
             raise SpaceError(
                 f"Error: {key} is given twice on {where}: {lines[key]} and {override.input_line}; "
                 f"give it once (a value fixes it, an expression searches it)"
