@@ -179,3 +179,86 @@ def test_two_spellings_of_one_sqlite_file_share_the_admission_lock_and_the_repor
     assert [p.name for p in tmp_path.glob("*.admit.lock")] == ["q.db.s.admit.lock"]
     fallback = tmp_path / "fallback"
     assert {report_dir(u, "s", fallback) for u in (plain, query, absolute)} == {tmp_path / "q.db-s"}
+
+
+# -- row 5: the search space is part of a study's setup ------------------------------------------------
+def test_a_sweep_of_another_space_is_refused_by_the_study_naming_both_spaces(tmp_path, monkeypatch, capsys):
+    """A study of 1 trial over ppo_trust_region, then the same study with sweep.space=reward_weights:
+    refused before any trial naming both spaces and their keys (before: its trials, PPO keys at their
+    defaults, were ranked with the searched ones). The same space again adds a trial."""
+    run_sweep(tmp_path, monkeypatch, "sweep.n_trials=1")
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2", "sweep.space=reward_weights")
+    err = capsys.readouterr().err
+    assert (
+        "Error: study unit holds trials of another setup (search space: its trials ran with ppo_trust_region "
+        "['ppo.algorithm.clip_param', 'ppo.algorithm.desired_kl'], this sweep gives reward_weights "
+        "['reward.terms.collision.weight'," in err
+    )
+    assert len(list((tmp_path / "sweep").glob("trial_*"))) == 1
+    assert len(run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2").trials) == 2
+
+
+def test_a_setup_recorded_before_spaces_were_part_of_it_is_checked_by_its_trials_parameters(tmp_path):
+    """A study whose recorded setup has no search space (and its keys' old ppo names) continues with a
+    sweep of the keys its trials searched, and refuses another space naming the keys its trials show."""
+    import optuna
+
+    from navexp.sweep.storage import open_storage
+    from navexp.sweep.sweeper import SETUP_ATTR, SPACE_KEY, StudySetupError, check_study_setup
+
+    study = optuna.create_study(study_name="old", storage=open_storage(f"sqlite:///{tmp_path}/s.db"))
+    study.set_user_attr(SETUP_ATTR, {"ppo.learning_rate": "0.0003", "sweep.objectives": "['success_rate']"})
+    trial = study.ask()
+    trial.suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)
+    study.tell(trial, 0.5)
+    mine = {
+        "ppo.algorithm.learning_rate": "0.0003",
+        "sweep.objectives": "['success_rate']",
+        SPACE_KEY: "ppo_trust_region ['ppo.algorithm.clip_param']",
+    }
+    check_study_setup(study, mine, {}, {"ppo.algorithm.clip_param"}, set())
+    assert study.user_attrs[SETUP_ATTR] == mine  # recorded in today's terms from now on
+    study.set_user_attr(SETUP_ATTR, {"sweep.objectives": "['success_rate']"})
+    other = {"sweep.objectives": "['success_rate']", SPACE_KEY: "reward_weights ['reward.terms.goal.weight']"}
+    with pytest.raises(StudySetupError) as err:
+        check_study_setup(study, other, {}, {"reward.terms.goal.weight"}, set())
+    assert (
+        "search space: its trials ran with (not recorded) ['ppo.algorithm.clip_param'], this sweep gives "
+        "reward_weights ['reward.terms.goal.weight']" in str(err.value)
+    )
+
+
+# -- from the review of issue 46: the ppo names from before the rename ---------------------------------
+def test_a_study_whose_trials_hold_old_ppo_names_is_refused_naming_the_new_ones(
+    tmp_path, monkeypatch, capsys
+):
+    """Trials searched `ppo.clip_param` before the rename: optuna cannot rename a stored parameter, so a
+    sweep into the study is refused in one line naming the old and the new name (before: the sweep ran
+    and ranked trials of `ppo.algorithm.clip_param` with them as if they searched something else)."""
+    import optuna
+
+    from navexp.sweep.storage import open_storage
+
+    study = optuna.create_study(
+        study_name="unit", storage=open_storage(f"sqlite:///{tmp_path}/study.db"), direction="maximize"
+    )
+    trial = study.ask()
+    trial.suggest_float("ppo.clip_param", 0.1, 0.3)
+    study.tell(trial, 0.5)
+    err = sweep_error(tmp_path, monkeypatch, capsys, "sweep.n_trials=2")
+    assert (
+        "Error: study unit holds trials whose parameters have the names from before the ppo rename: "
+        "ppo.clip_param (now ppo.algorithm.clip_param); it cannot be continued under today's names: start "
+        "another study: sweep.study_name=<new name>" in err
+    )
+
+
+def test_old_ppo_names_in_the_trial_size_are_read_as_todays(tmp_path):
+    """sweep.trial_overrides_cpu written before the rename (ppo.num_mini_batches=2): each trial gets
+    ppo.algorithm.num_mini_batches=2 (before: the old key reached the trial's composition and failed it)."""
+    from test_sweeper_plugin import settings_of
+
+    settings = settings_of(tmp_path, "sweep.trial_overrides_cpu=['ppo.num_mini_batches=2','env.num_envs=16']")
+    assert settings.trial_overrides == ("ppo.algorithm.num_mini_batches=2", "env.num_envs=16")

@@ -576,7 +576,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
     import torch
 
     from navexp import compose_config
-    from navexp.sweep.sweeper import SETUP_ATTR
+    from navexp.sweep.sweeper import SETUP_ATTR, SPACE_KEY
 
     study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2")
     sw = compose_config([]).sweep
@@ -585,6 +585,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
         "ppo.algorithm.learning_rate": "0.0003",
         **dict(o.split("=", 1) for o in size),
         "sweep.objectives": "['success_rate']",
+        SPACE_KEY: "ppo_trust_region ['ppo.algorithm.clip_param', 'ppo.algorithm.desired_kl']",
     }
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     with pytest.raises(SystemExit):

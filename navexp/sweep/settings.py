@@ -26,6 +26,7 @@ from typing import Any
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
+from navexp.config.aliases import translate_overrides
 from navexp.config.schemas import SweepCfg
 from navexp.sweep.parallel import sweep_devices
 from navexp.sweep.report import report_dir
@@ -158,7 +159,11 @@ def study_settings(
         custom_search_space=str(extender) if extender else None,
         heartbeat_s=int(sw.heartbeat_interval_s),
         devices=tuple(sweep_devices(_plain(sw.devices), env_device, gpu_count)),
-        trial_overrides=tuple(str(o) for o in (sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)),
+        trial_overrides=tuple(  # old ppo names (ppo.num_mini_batches=4) read as today's
+            translate_overrides(
+                [str(o) for o in (sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)]
+            )
+        ),
         sweep_dir=Path(str(config.hydra.sweep.dir)),
     )
 

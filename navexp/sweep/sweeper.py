@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -46,6 +47,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
+from navexp.config.aliases import translate_key
 from navexp.sim import resolve_device
 from navexp.sweep.parallel import (
     admission_lock,
@@ -80,6 +82,9 @@ NEUTRAL_PREFIXES = ("sweep.", "logger.", "hydra.", "hydra/")
 NEUTRAL_KEYS = ("logger", "experiment_name", "env.device")
 """Fixed overrides that leave what a trial measures unchanged: the study's own settings, logging and
 names, and the device (each worker of one study may use its own GPU)."""
+
+SPACE_KEY = "search space"
+"""The setup's entry of the search space: ``<sweep.space's name> [<searched keys>]``."""
 
 SETUP_ATTR = "navexp_setup"
 """The study's user attribute holding its setup: the fixed overrides (the neutral ones aside), the trial
@@ -126,7 +131,7 @@ def check_study_setup(
         study.set_user_attr(SETUP_ATTR, setup)
         return
     if recorded is not None:
-        theirs, mine = recorded, setup
+        theirs, mine = _recorded_setup(recorded, setup, ran, searched), setup
     else:
         older = [fixed_setup(t.user_attrs, config_keys) for t in ran if "run_dir" in t.user_attrs]
         distinct = [dict(d) for d in {tuple(sorted(d.items())) for d in older}]
@@ -158,8 +163,21 @@ def check_study_setup(
             f"ranked with this sweep's. To add to the study give its overrides; otherwise start another "
             f"study: sweep.study_name=<new name> (or another sweep.storage)"
         )
-    if recorded is None:
+    if recorded != setup:  # first recorded, or recorded before the search space was part of it
         study.set_user_attr(SETUP_ATTR, setup)
+
+
+def _recorded_setup(
+    recorded: dict[str, str], setup: dict[str, str], ran: list, searched: set[str]
+) -> dict[str, str]:
+    """A study's recorded setup in today's terms: its keys' old ``ppo`` names translated, and for a setup
+    recorded before the search space was part of it, the space its trials' parameters show (this sweep's
+    when they searched the same keys)."""
+    theirs = {translate_key(k, announce=False): v for k, v in recorded.items()}
+    if SPACE_KEY in setup and SPACE_KEY not in theirs:
+        keys = sorted({k for t in ran for k in t.params})
+        theirs[SPACE_KEY] = setup[SPACE_KEY] if keys == sorted(searched) else f"(not recorded) {keys}"
+    return theirs
 
 
 def trial_size(trial_overrides: list[str], user_keys: set[str]) -> dict[str, str]:
@@ -337,6 +355,16 @@ class StudySweeper(Sweeper):
             directions=list(s.directions),
             load_if_exists=True,
         )
+        old = sorted(
+            {k for t in study.get_trials(deepcopy=False) for k in t.params if translate_key(k, False) != k}
+        )
+        if old:  # optuna cannot rename a stored parameter; a sweep under today's names would not match them
+            renamed = ", ".join(f"{k} (now {translate_key(k, False)})" for k in old)
+            raise StudySetupError(
+                f"Error: study {s.study_name} holds trials whose parameters have the names from before the "
+                f"ppo rename: {renamed}; it cannot be continued under today's names: start another study: "
+                f"sweep.study_name=<new name>"
+            )
         theirs = [d.name.lower() for d in study.directions]
         if theirs != list(s.directions):
             raise StudySetupError(
@@ -350,7 +378,13 @@ class StudySweeper(Sweeper):
         config_keys = {str(k) for k in self.config if k != "hydra"}
         fixed = fixed_setup(space.fixed, config_keys)
         size = trial_size(list(self.settings.trial_overrides), space.user_keys)
-        setup = {**fixed, **size, "sweep.objectives": str(list(self.settings.objectives))}
+        space_name = Path(self.settings.space).stem
+        setup = {
+            **fixed,
+            **size,
+            "sweep.objectives": str(list(self.settings.objectives)),
+            SPACE_KEY: f"{space_name} {sorted(space.searched)}",
+        }
 
         def check_setup() -> None:  # before the first trial, and every batch
             fail_stale_trials(study, self.storage, 2 * self.settings.heartbeat_s)
