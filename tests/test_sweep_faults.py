@@ -262,3 +262,29 @@ def test_old_ppo_names_in_the_trial_size_are_read_as_todays(tmp_path):
 
     settings = settings_of(tmp_path, "sweep.trial_overrides_cpu=['ppo.num_mini_batches=2','env.num_envs=16']")
     assert settings.trial_overrides == ("ppo.algorithm.num_mini_batches=2", "env.num_envs=16")
+
+
+# -- issue 48: what a sweep shows ----------------------------------------------------------------------
+def test_a_sweep_prints_a_line_per_finished_trial_with_the_best_so_far(tmp_path, monkeypatch, capsys):
+    """Three trials, the second crashing: `trial k/3 done: success_rate = v (best so far v*, trial j)` with
+    k the finished trials, v the trial's objective (1 - |clip_param - 0.2|, read from the task) and v* the
+    best so far (on a tie, optuna's best is the earlier trial); the crash prints `failed` with its reason."""
+    values = []
+
+    def task(cfg):
+        if int(cfg.sweep.trial_number) == 1:
+            raise RuntimeError("boom")
+        values.append(score(cfg))
+        return values[-1]
+
+    run_sweep(tmp_path, monkeypatch, "sweep.n_trials=3", "hydra.sweeper.max_failure_rate=1.0", task=task)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("trial ")]
+    assert len(lines) == 3 and len(values) == 2
+    assert (
+        lines[0] == f"trial 1/3 done: success_rate = {values[0]:.4g} (best so far {values[0]:.4g}, trial 0)"
+    )
+    assert lines[1] == (
+        f"trial 2/3 failed (trial 1: RuntimeError: boom) (best so far {values[0]:.4g}, trial 0)"
+    )
+    best, at = (values[0], 0) if values[0] >= values[1] else (values[1], 2)
+    assert lines[2] == f"trial 3/3 done: success_rate = {values[1]:.4g} (best so far {best:.4g}, trial {at})"

@@ -482,7 +482,7 @@ class StudySweeper(Sweeper):
             value = ret.return_value  # re-raises the trial's exception
         except optuna.TrialPruned:
             self._safe_tell(study, trial, state=TrialState.PRUNED)
-            log.info(f"trial {trial.number} pruned")
+            self._progress(study, f"pruned (trial {trial.number})")
             return
         except Exception as e:
             self._fail(study, trial, f"{type(e).__name__}: {e}")
@@ -500,6 +500,22 @@ class StudySweeper(Sweeper):
             self._fail(study, trial, f"non-finite objective {values}")
         else:
             self._safe_tell(study, trial, values=values)
+            shown = ", ".join(f"{o} = {v:.4g}" for o, v in zip(self.settings.objectives, values, strict=True))
+            self._progress(study, f"done: {shown}")
+
+    def _progress(self, study: optuna.Study, outcome: str) -> None:
+        """The line a finished trial prints: ``trial k/N done: success_rate = 0.75 (best so far 0.8,
+        trial 1)``; k counts the study's finished trials (every worker's), N is ``n_trials``."""
+        trials = study.get_trials(deepcopy=False)  # the storage's: other workers' trials included
+        done = sum(counts_as_finished(t) for t in trials)
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        best = ""
+        if complete and len(self.settings.objectives) == 1:
+            top = study.best_trial
+            best = f" (best so far {top.value:.4g}, trial {top.number})"
+        elif complete:
+            best = f" (Pareto front so far: trials {', '.join(str(t.number) for t in study.best_trials)})"
+        print(f"trial {done}/{self.settings.n_trials} {outcome}{best}", flush=True)
 
     def _safe_tell(self, study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
         state = self.storage.get_trial(trial_id(trial)).state  # the storage's, not this worker's cache
@@ -519,6 +535,7 @@ class StudySweeper(Sweeper):
         except RuntimeError:  # already finished by another worker; _safe_tell says so
             pass
         self._safe_tell(study, trial, state=TrialState.FAIL)
+        self._progress(study, f"failed (trial {trial.number}: {reason.splitlines()[0][:120]})")
 
     def _check_failure_rate(self, study: optuna.Study) -> None:
         done = [t for t in study.get_trials(deepcopy=False) if counts_as_finished(t)]
