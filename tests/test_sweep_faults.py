@@ -288,3 +288,41 @@ def test_a_sweep_prints_a_line_per_finished_trial_with_the_best_so_far(tmp_path,
     )
     best, at = (values[0], 0) if values[0] >= values[1] else (values[1], 2)
     assert lines[2] == f"trial 3/3 done: success_rate = {values[1]:.4g} (best so far {best:.4g}, trial {at})"
+
+
+def test_sweep_figures_name_the_objective_keep_trial_ticks_whole_and_lay_the_slice_out_as_a_grid(
+    tmp_path, monkeypatch
+):
+    """A 3-trial study of the 8-key default space: the study carries its metric names (optuna-dashboard
+    shows them); the history's y axis and legend read success_rate (before: "Objective Value") and its
+    trial axis ticks 0, 1, 2 (before: 0.0, 0.25, ...); the slice plot is 3 panels a row, 3 rows, at
+    100 dpi 1380 x 1040 px (before: one 2560 x 500 row), its colour bar right of every panel."""
+    from PIL import Image
+
+    from navexp.sweep.report import _history, _slice_grid
+
+    study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=3", "sweep.space=default")
+    assert study.metric_names == ["success_rate"]
+    ax = _history(study, None, "success_rate").axes[0]
+    assert ax.get_ylabel() == "success_rate"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][0] == "success_rate"
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks == [0, 1, 2]
+    fig = _slice_grid(study, None, "success_rate")
+    panels = [a for a in fig.axes if a.get_label() != "<colorbar>"]
+    assert len(panels) == 8
+    assert {(a.get_subplotspec().rowspan.start, a.get_subplotspec().colspan.start) for a in panels} == {
+        (r, c) for r in range(3) for c in range(3)
+    } - {(2, 2)}
+    fig.canvas.draw()
+    bar = next(a for a in fig.axes if a.get_label() == "<colorbar>")
+    assert bar.get_position().x0 > max(a.get_position().x1 for a in panels)
+    png = Image.open(study_report(tmp_path) / "param_vs_success.png")
+    assert png.size == (1380, 1040)
+
+
+def study_report(tmp_path):
+    """The report folder of run_sweep's study (tmp_path/study.db, study unit)."""
+    from navexp.sweep.report import report_dir
+
+    return report_dir(f"sqlite:///{tmp_path}/study.db", "unit", tmp_path / "unused")

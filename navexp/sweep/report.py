@@ -49,49 +49,38 @@ def _importances(study: optuna.Study, objectives: list[str]) -> dict[str, dict[s
 
 
 def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
+    """The report's figures, each axis named by the study's objectives (``sweep.objectives``, not optuna's
+    "Objective Value"), trial numbers on integer ticks, the slice plot a grid of panels."""
     # Deferred: matplotlib only loads when a report is drawn (the sweeper imports this module).
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
-    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
-    jobs = []
-    if len(objectives) == 1:
-        jobs += [
-            ("optimization_history.png", lambda: ovm.plot_optimization_history(study)),
-            ("param_vs_success.png", lambda: ovm.plot_slice(study)),
-        ]
-    else:
-        for i, name in enumerate(objectives):
-            jobs.append(
-                (
-                    f"optimization_history_{name}.png",
-                    lambda i=i, name=name: ovm.plot_optimization_history(
-                        study, target=lambda t: t.values[i], target_name=name
-                    ),
-                )
-            )
-        jobs.append(
-            (
-                "param_vs_success.png",
-                lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=objectives[0]),
-            )
+    def value(i: int):
+        return None if len(objectives) == 1 else (lambda t: t.values[i])
+
+    jobs = [
+        (
+            "optimization_history.png" if len(objectives) == 1 else f"optimization_history_{name}.png",
+            lambda i=i, name=name: _history(study, value(i), name),
         )
-        if len(objectives) == 2:
-            jobs.append(("pareto_front.png", lambda: ovm.plot_pareto_front(study, target_names=objectives)))
+        for i, name in enumerate(objectives)
+    ]
+    jobs.append(("param_vs_success.png", lambda: _slice_grid(study, value(0), objectives[0])))
+    if len(objectives) == 2:
+        jobs.append(
+            ("pareto_front.png", lambda: _figure(ovm.plot_pareto_front(study, target_names=objectives)))
+        )
+    if not any(t.state == TrialState.COMPLETE for t in study.trials):
+        return []
+    made = []
     for fname, make in jobs:
-        if not complete:
-            break
         try:
             with warnings.catch_warnings():  # optuna's matplotlib plots are all "experimental"
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 warnings.filterwarnings("ignore", message=".*tight_layout.*")
-                ax = make()
-                fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
-                fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
-                fig.tight_layout()
+                fig = make()
             fig.savefig(out / fname, dpi=100)
             plt.close(fig)
             made.append(fname)
@@ -100,12 +89,61 @@ def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
     return made
 
 
+def _figure(ax):
+    """A figure of optuna's at the report's size (8 x 5 inches at least)."""
+    fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+    fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
+    fig.tight_layout()
+    return fig
+
+
+def _history(study: optuna.Study, target, name: str):
+    """optuna's optimization history of one objective: its name on the y axis and in the legend, trial
+    numbers on integer ticks (3 trials read 0, 1, 2, not 0.0, 0.5, ...)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax = ovm.plot_optimization_history(study, target=target, target_name=name)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"{name} per trial")
+    return _figure(ax)
+
+
+def _slice_grid(study: optuna.Study, target, name: str, columns: int = 3):
+    """optuna's slice plot (the objective against each searched parameter, coloured by trial number) as a
+    grid of ``columns`` panels a row (optuna draws one row, 320 px a panel, its colour bar over the last
+    ones), the colour bar beside the grid with integer trial numbers, log axes without minor labels."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator, NullFormatter
+
+    axes = list(np.atleast_1d(ovm.plot_slice(study, target=target, target_name=name)).flat)
+    fig = axes[0].figure
+    for other in [a for a in fig.axes if a not in axes]:
+        other.remove()  # optuna's colour bar, drawn again below beside the grid
+    cols = min(columns, len(axes))
+    rows = -(-len(axes) // cols)
+    grid = fig.add_gridspec(rows, cols)
+    for i, ax in enumerate(axes):
+        ax.set_subplotspec(grid[i // cols, i % cols])
+        ax.tick_params(labelleft=i % cols == 0)
+        ax.set_ylabel(name if i % cols == 0 else "")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    fig.set_size_inches(4.2 * cols + 1.2, 3.2 * rows + 0.8)
+    fig.set_layout_engine("constrained")
+    bar = fig.colorbar(axes[0].collections[0], ax=axes, label="trial number", shrink=0.9)
+    bar.locator = MaxNLocator(integer=True)
+    bar.update_ticks()
+    fig.suptitle(f"{name} against each searched parameter")
+    return fig
+
+
 def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = None) -> Path:
     """Write summary.json, trials.md, report.md and PNG plots for ``study`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     n_obj = len(study.directions)
     objectives = list(
-        objectives or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
+        objectives
+        or study.metric_names  # set by the sweeper: sweep.objectives
+        or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
     )
     trials = study.get_trials(deepcopy=False)
     summary = _summary(study, trials, objectives)

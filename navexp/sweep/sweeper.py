@@ -32,6 +32,7 @@ import logging
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -320,6 +321,10 @@ class StudySweeper(Sweeper):
         s = self.settings
         with admission_lock(s.storage, s.study_name, s.sweep_dir):
             check_setup()
+            if study.metric_names != list(s.objectives):  # their names in the plots and optuna-dashboard
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(list(s.objectives))
         self._write_study_info()
         log.info(
             f"Study {s.study_name} in {describe(s.storage)}: target {s.n_trials} finished trials, "
