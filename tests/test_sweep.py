@@ -70,7 +70,7 @@ def test_default_study_runs_reports_and_continues(tmp_path):
     for t in trials:  # each trial is a full run with its own directory and evaluation
         ev = json.loads((Path(t.user_attrs["run_dir"]) / "eval.json").read_text())
         assert ev["success_rate"] == t.value == t.user_attrs["success_rate"]
-    report = tmp_path / "study.db-unit"  # next to its storage, tmp_path/study.db: <file name>-<study>
+    report = tmp_path / "sweep" / "report"  # the sweep's report: <hydra.sweep.dir>/report
     assert (report / "report.md").is_file() and (report / "optimization_history.png").stat().st_size > 1000
     assert (report / "param_vs_success.png").is_file()
     assert json.loads((report / "summary.json").read_text())["trial_states"]["COMPLETE"] == 3
@@ -106,7 +106,7 @@ def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path
     assert proc.returncode != 0 and "more than max_failure_rate=0.5 (sweep.max_failure_rate" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
     assert states == [TrialState.FAIL] * 3
-    report = tmp_path / "study.db-unit" / "report.md"  # the report the message points to, next to study.db
+    report = tmp_path / "sweep" / "report" / "report.md"  # the report the message points to
     assert str(report) in proc.stderr and "Trials: FAIL 3." in report.read_text()
     assert "lidar.num_beams=" in (report.parent / "trials.md").read_text()  # each trial's fail_reason
 

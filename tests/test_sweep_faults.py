@@ -326,3 +326,36 @@ def study_report(tmp_path):
     from navexp.sweep.report import report_dir
 
     return report_dir(f"sqlite:///{tmp_path}/study.db", "unit", tmp_path / "unused")
+
+
+def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path, monkeypatch, capsys):
+    """`-m hydra/sweeper=optuna hydra.sweep.dir=D` without sweep.storage: the study is D/<study>.db and
+    the report D/report/ (before: both in ./outputs/studies/); `sweep_report D` rewrites D/report/ (as the
+    docs said, before it wrote next to the database), `out=DIR` puts it elsewhere and the old `--out DIR`
+    still works, with a note."""
+    import hydra
+    from hydra.core.global_hydra import GlobalHydra
+
+    from navexp import sweep_report
+    from navexp.paths import CONFIG_DIR
+
+    @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+    def app(cfg):
+        return score(cfg)
+
+    sweep_dir = tmp_path / "D"
+    argv = ["navexp.train", "-m", "hydra/sweeper=optuna", "sweep.space=ppo_trust_region", "sweep.n_trials=2"]
+    argv += [f"hydra.sweep.dir={sweep_dir}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
+    monkeypatch.setattr("sys.argv", argv)
+    monkeypatch.chdir(tmp_path)
+    GlobalHydra.instance().clear()
+    app()
+    assert (sweep_dir / "navexp_ppo_trust_region.db").is_file()
+    assert (sweep_dir / "report" / "report.md").is_file() and not (tmp_path / "outputs").exists()
+    (sweep_dir / "report" / "report.md").unlink()
+    assert sweep_report.main([str(sweep_dir)]) == sweep_dir / "report"
+    assert (sweep_dir / "report" / "report.md").is_file()
+    assert sweep_report.main([str(sweep_dir), f"out={tmp_path / 'r2'}"]) == tmp_path / "r2"
+    capsys.readouterr()
+    assert sweep_report.main([str(sweep_dir), "--out", str(tmp_path / "r3")]) == tmp_path / "r3"
+    assert "[navexp] --out is now out=... (the old form keeps working)" in capsys.readouterr().err

@@ -268,7 +268,7 @@ def test_settings_from_navexps_names_alone(tmp_path):
     assert settings == StudySettings(
         study_name="s",
         storage=f"journal:{tmp_path}/s.log",
-        report_dir=tmp_path / "s.log-s",
+        report_dir=tmp_path / "sweep" / "report",  # the sweep's report: <hydra.sweep.dir>/report
         n_trials=10,  # sweep.n_trials null: 10 on a CPU
         n_jobs=2,
         max_failure_rate=0.25,
@@ -324,7 +324,7 @@ hydra:
     assert {k: getattr(settings, k) for k in names} == {
         "study_name": "old",
         "storage": f"sqlite:///{tmp_path}/old.db",
-        "report_dir": tmp_path / "old",
+        "report_dir": tmp_path / "sweep" / "report",
         "n_trials": 4,
         "n_jobs": 3,
         "max_failure_rate": 0.1,

@@ -1,6 +1,7 @@
-"""Study report: best parameters, every trial, parameter importances and plots, next to the study.
+"""Study report: best parameters, every trial, parameter importances and plots; a sweep directory's report
+goes to ``<sweep dir>/report/``, a study file's next to the file.
 
-    python -m navexp.sweep_report <sweep dir | study .db or .log file | storage URL> [study_name] [--out DIR]
+    python -m navexp.sweep_report <sweep dir | study .db or .log file | storage URL> [study_name] [out=DIR]
 
 A sweep directory holds ``study.json`` (written by the sweeper) naming the storage and the study.
 The study may still be running: the report is a snapshot and prints the trial counts per state.
@@ -12,6 +13,7 @@ import argparse
 import hashlib
 import json
 import math
+import sys
 import warnings
 from pathlib import Path
 
@@ -355,7 +357,7 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     if p.is_dir() and (p / "study.json").is_file():
         info = study_info(p / "study.json")
         url, name = info["storage"], study_name or info["study_name"]
-        return url, name, report_dir(url, name, p / "report")
+        return url, name, p / "report"  # where the sweep wrote it
     if p.is_file() and p.suffix == ".db":
         url = f"sqlite:///{p.resolve()}"
     elif p.is_file() and p.suffix in (".log", ".journal"):
@@ -380,25 +382,52 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     return url, study_name, report_dir(url, study_name, Path("outputs/studies") / study_name)
 
 
+OPTIONS = ("out", "project", "entity", "wandb")
+"""sweep_report's options, ``<name>=<value>`` like every navexp tool's (``--<name> <value>`` still works)."""
+
+
+EPILOG = """navexp options:
+  out=DIR                report directory (default: <sweep dir>/report for a sweep directory, next to
+                         the study file otherwise)
+  wandb=offline|online   also write the study as one W&B run (job_type study: the trials table, the
+                         best trial, the plots)
+  project=NAME           W&B project of that run (default navexp)
+  entity=NAME            W&B entity of that run"""
+
+
+def _dashed(argv: list[str]) -> list[str]:
+    """``out=DIR`` -> ``--out DIR`` for argparse; the old ``--out DIR`` form passes, with a note."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key in OPTIONS:
+            out += [f"--{key}", value]
+            continue
+        if arg.startswith("--") and arg[2:].split("=")[0] in OPTIONS:
+            name = arg[2:].split("=")[0]
+            print(f"[navexp] --{name} is now {name}=... (the old form keeps working)", file=sys.stderr)
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> Path:
     ap = argparse.ArgumentParser(
         prog="python -m navexp.sweep_report",
+        usage="python -m navexp.sweep_report TARGET [STUDY_NAME] [out=DIR] [wandb=offline|online] "
+        "[project=NAME] [entity=NAME]",
         description=__doc__,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("target", help="sweep directory, study .db or journal .log file, or storage URL")
     ap.add_argument("study_name", nargs="?", default=None)
-    ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
-    ap.add_argument("--project", default="navexp", help="W&B project of the study run (with --wandb)")
-    ap.add_argument("--entity", default=None, help="W&B entity of the study run (with --wandb)")
+    for name in ("out", "project", "entity"):  # shown as name=value in the epilog
+        ap.add_argument(f"--{name}", help=argparse.SUPPRESS)
     ap.add_argument(
-        "--wandb",
-        nargs="?",
-        const="offline",
-        choices=("offline", "online"),
-        help="also write the study as one W&B run (job_type study: the trials table, the best, the plots)",
+        "--wandb", nargs="?", const="offline", choices=("offline", "online"), help=argparse.SUPPRESS
     )
-    args = ap.parse_args(argv)
+    ap.set_defaults(project="navexp")
+    args = ap.parse_args(_dashed(sys.argv[1:] if argv is None else list(argv)))
     url, name, default_out = _resolve(args.target, args.study_name)
     # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
     study = optuna.load_study(study_name=name, storage=open_storage(url))
