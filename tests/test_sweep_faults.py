@@ -8,6 +8,8 @@ them (ListConfig, strings of the override grammar).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from optuna.trial import TrialState
 from test_sweeper_plugin import run_sweep, score, sweep_error
@@ -359,3 +361,41 @@ def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path,
     capsys.readouterr()
     assert sweep_report.main([str(sweep_dir), "--out", str(tmp_path / "r3")]) == tmp_path / "r3"
     assert "[navexp] --out is now out=... (the old form keeps working)" in capsys.readouterr().err
+
+
+def test_wandb_runs_of_a_multirun_are_named_by_what_differs_and_grouped_by_the_multirun(
+    tmp_path, monkeypatch
+):
+    """`-m seed=1,2 env.num_envs=8 logger=wandb` through Hydra's basic sweeper: the W&B entry of each run
+    is named `seed=1`, `seed=2` (the swept key, not the constant env.num_envs) and grouped
+    `navexp_<sweep dir name>` (before: named `0`, `1` in group `navexp`); logger.name/group still win."""
+    import hydra
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from navexp.experiment.hooks import RunHooks
+    from navexp.experiment.writers import logger_entry
+    from navexp.paths import CONFIG_DIR
+
+    entries = []
+
+    @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+    def app(cfg):
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        entries.append(logger_entry(cfg, run_dir, None, RunHooks()))
+
+    def multirun(*overrides):
+        monkeypatch.setattr("sys.argv", ["navexp.train", "-m", "logger=wandb", *overrides])
+        GlobalHydra.instance().clear()
+        app()
+
+    monkeypatch.chdir(tmp_path)
+    base = [f"hydra.sweep.dir={tmp_path}/multi", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
+    multirun("seed=1,2", "env.num_envs=8", *base)
+    assert [(e["name"], e["group"]) for e in entries] == [
+        ("seed=1", "navexp_multi"),
+        ("seed=2", "navexp_multi"),
+    ]
+    entries.clear()
+    multirun("seed=1,2", "logger.name=mine", "logger.group=g", *base)
+    assert [(e["name"], e["group"]) for e in entries] == [("mine", "g"), ("mine", "g")]
