@@ -399,3 +399,87 @@ def test_wandb_runs_of_a_multirun_are_named_by_what_differs_and_grouped_by_the_m
     entries.clear()
     multirun("seed=1,2", "logger.name=mine", "logger.group=g", *base)
     assert [(e["name"], e["group"]) for e in entries] == [("mine", "g"), ("mine", "g")]
+
+
+# -- row 8: a stopped worker's trial: its lock, and how to continue -------------------------------------
+def test_a_killed_workers_trial_lock_is_cleared_by_its_recorded_pid_and_host(tmp_path):
+    """A RUNNING trial whose worker was killed (kill -9: no heartbeat, `trial_0/.navexp.lock` of a pid that
+    is gone on this host): failing it as stale removes the lock (before: it stayed); a lock recorded by
+    another host is left, as its pid cannot be checked from here. A sweep records each trial's directory."""
+    import json
+    import socket
+    import subprocess
+    import time
+
+    import optuna
+
+    from navexp.sweep.parallel import HEARTBEAT, fail_stale_trials
+    from navexp.sweep.storage import open_storage, trial_id
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is gone
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db")
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    for n, host in enumerate((socket.gethostname(), "elsewhere")):
+        trial = study.ask()
+        trial.suggest_float("x", 0, 1)
+        (tmp_path / f"trial_{n}").mkdir()
+        (tmp_path / f"trial_{n}" / ".navexp.lock").write_text(json.dumps({"pid": dead.pid, "host": host}))
+        trial.set_user_attr("trial_dir", str(tmp_path / f"trial_{n}"))
+        storage.set_trial_system_attr(trial_id(trial), HEARTBEAT, time.time() - 100)  # silent for 100 s
+    assert [n for n, _ in fail_stale_trials(study, storage, 60)] == [0, 1]
+    assert not (tmp_path / "trial_0" / ".navexp.lock").exists()
+    assert (tmp_path / "trial_1" / ".navexp.lock").exists()
+
+
+def test_an_interrupted_sweep_queues_its_trial_again_and_says_how_to_continue(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM, which a trial's training turns into the same interrupt) during trial 0: the
+    trial is failed as stopped, not counted, its parameters queued, and the message says to re-run the
+    sweep command (before: it stayed RUNNING until its heartbeat went stale, and the trial's message advised
+    resume=<trial dir>, which trains it outside the study). The same command then reruns its parameters."""
+    from navexp.sweep.parallel import WORKER_STOPPED
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(tmp_path, monkeypatch, "sweep.n_trials=1", task=interrupted)
+    out = capsys.readouterr().out
+    assert (
+        "[navexp] sweep interrupted: trial(s) [0] stopped, their parameters queued to run again; continue "
+        "the study unit with the same sweep command (sweep.study_name=unit sweep.storage=sqlite:///" in out
+    )
+    study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=1")
+    first, rerun = study.trials
+    assert first.state == TrialState.FAIL and WORKER_STOPPED in first.system_attrs
+    assert rerun.state == TrialState.COMPLETE and rerun.params == first.params
+    assert first.user_attrs["trial_dir"] == str(tmp_path / "sweep" / "trial_0")
+
+
+def test_a_stopped_trial_says_to_rerun_the_sweep_not_to_resume_its_directory(monkeypatch, capsys):
+    """The training's stop message (checkpoint saved on Ctrl-C/SIGTERM) takes its way on from the hooks: a
+    trial's names the sweep command and the study (before: `continue with resume=<trial dir>`)."""
+    import signal
+    from types import SimpleNamespace
+
+    from navexp import compose_config
+    from navexp.experiment.hooks import RunHooks
+    from navexp.experiment.training import TrainingRun
+    from navexp.sweep.trial import continue_study
+
+    cfg = compose_config(["sweep.study_name=unit", "sweep.storage=sqlite:///s.db", "sweep.trial_number=3"])
+    how = continue_study(cfg)
+    assert how == (
+        "the same sweep command (study unit in sqlite:///s.db): trial 3 runs again from its start with its "
+        "parameters (resume=<trial dir> would train it outside the study)"
+    )
+    run = TrainingRun.__new__(TrainingRun)
+    run.hooks = RunHooks(continue_with=how)
+    run.runner = SimpleNamespace(last_checkpoint=None, save_last_good=lambda: Path("/runs/t/model_3.pt"))
+    run.start = SimpleNamespace(run_dir=Path("/runs/t"))
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        run._save_on_stop("interrupted")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert capsys.readouterr().out == f"[navexp] interrupted: saved /runs/t/model_3.pt; continue with {how}\n"

@@ -57,6 +57,7 @@ from navexp.sweep.parallel import (
     claim_trial_dir,
     counts_as_finished,
     fail_stale_trials,
+    release_trial,
 )
 from navexp.sweep.report import log_study_run, write_report
 from navexp.sweep.samplers import build_sampler
@@ -445,15 +446,39 @@ class StudySweeper(Sweeper):
         """Run the started trials through the launcher (in parallel if it can), tell the results."""
         s = self.settings
         devices = assign_devices(len(batch), list(s.devices) if "env.device" not in space.user_keys else [])
-        overrides = [
-            [*o, *self._trial_extras(t, space.user_keys, claim_trial_dir(s.sweep_dir, t.number), dev)]
-            for (t, o), dev in zip(batch, devices, strict=True)
-        ]
-        with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
-            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        overrides = []
+        for (trial, o), dev in zip(batch, devices, strict=True):
+            subdir = claim_trial_dir(s.sweep_dir, trial.number)
+            trial.set_user_attr("trial_dir", str(s.sweep_dir / subdir))  # its lock, if its worker is killed
+            overrides.append([*o, *self._trial_extras(trial, space.user_keys, subdir, dev)])
+        try:
+            with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
+                returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM inside a trial's training
+            self._interrupted(study, [t for t, _ in batch])
+            raise
         self.job_idx += len(returns)
         for (trial, _), ret in zip(batch, returns, strict=True):
             self._tell(study, trial, ret)
+
+    def _interrupted(self, study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
+        """A batch stopped by Ctrl-C or SIGTERM: its running trials are failed as stopped (not counted) and
+        their parameters queued again, so the same sweep command continues the study and reruns them."""
+        s, stopped = self.settings, []
+        since = time.strftime("%Y-%m-%d %H:%M:%S")
+        for trial in trials:
+            frozen = self.storage.get_trial(trial_id(trial))
+            reason = "worker stopped: interrupted (Ctrl-C or SIGTERM)"
+            if frozen.state == TrialState.RUNNING and release_trial(
+                study, self.storage, frozen, reason, since
+            ):
+                stopped.append(trial.number)
+        print(
+            f"[navexp] sweep interrupted: trial(s) {stopped} stopped, their parameters queued to run again; "
+            f"continue the study {s.study_name} with the same sweep command (sweep.study_name={s.study_name} "
+            f"sweep.storage={describe(s.storage)})",
+            flush=True,
+        )
 
     def _trial_extras(
         self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None
