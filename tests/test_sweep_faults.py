@@ -319,15 +319,8 @@ def test_sweep_figures_name_the_objective_keep_trial_ticks_whole_and_lay_the_sli
     fig.canvas.draw()
     bar = next(a for a in fig.axes if a.get_label() == "<colorbar>")
     assert bar.get_position().x0 > max(a.get_position().x1 for a in panels)
-    png = Image.open(study_report(tmp_path) / "param_vs_success.png")
+    png = Image.open(tmp_path / "sweep" / "report" / "param_vs_success.png")  # the sweep's report
     assert png.size == (1380, 1040)
-
-
-def study_report(tmp_path):
-    """The report folder of run_sweep's study (tmp_path/study.db, study unit)."""
-    from navexp.sweep.report import report_dir
-
-    return report_dir(f"sqlite:///{tmp_path}/study.db", "unit", tmp_path / "unused")
 
 
 def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path, monkeypatch, capsys):

@@ -449,7 +449,7 @@ class StudySweeper(Sweeper):
         overrides = []
         for (trial, o), dev in zip(batch, devices, strict=True):
             subdir = claim_trial_dir(s.sweep_dir, trial.number)
-            trial.set_user_attr("trial_dir", str(s.sweep_dir / subdir))  # its lock, if its worker is killed
+            trial.set_user_attr("trial_dir", str((s.sweep_dir / subdir).resolve()))  # for a killed worker
             overrides.append([*o, *self._trial_extras(trial, space.user_keys, subdir, dev)])
         try:
             with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
