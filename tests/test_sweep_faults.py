@@ -324,10 +324,10 @@ def test_sweep_figures_name_the_objective_keep_trial_ticks_whole_and_lay_the_sli
 
 
 def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path, monkeypatch, capsys):
-    """`-m hydra/sweeper=optuna hydra.sweep.dir=D` without sweep.storage: the study is D/<study>.db and
-    the report D/report/ (before: both in ./outputs/studies/); `sweep_report D` rewrites D/report/ (as the
-    docs said, before it wrote next to the database), `out=DIR` puts it elsewhere and the old `--out DIR`
-    still works, with a note."""
+    """`-m hydra/sweeper=optuna hydra.sweep.dir=D logger=wandb` without sweep.storage: the study is
+    D/<study>.db, the report and the study's W&B run D/report/ (before: all in ./outputs/studies/);
+    `sweep_report D` rewrites D/report/ (as the docs said; before, it wrote next to the database),
+    `out=DIR` puts it elsewhere and the old `--out DIR` still works, with a note."""
     import hydra
     from hydra.core.global_hydra import GlobalHydra
 
@@ -340,6 +340,7 @@ def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path,
 
     sweep_dir = tmp_path / "D"
     argv = ["navexp.train", "-m", "hydra/sweeper=optuna", "sweep.space=ppo_trust_region", "sweep.n_trials=2"]
+    argv += ["logger=wandb"]  # offline: the study's W&B run is written when the sweep ends
     argv += [f"hydra.sweep.dir={sweep_dir}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
     monkeypatch.setattr("sys.argv", argv)
     monkeypatch.chdir(tmp_path)
@@ -347,6 +348,7 @@ def test_with_a_sweep_dir_the_study_report_and_wandb_run_land_under_it(tmp_path,
     app()
     assert (sweep_dir / "navexp_ppo_trust_region.db").is_file()
     assert (sweep_dir / "report" / "report.md").is_file() and not (tmp_path / "outputs").exists()
+    assert list((sweep_dir / "report" / "wandb").glob("offline-run-*"))  # the study's W&B run
     (sweep_dir / "report" / "report.md").unlink()
     assert sweep_report.main([str(sweep_dir)]) == sweep_dir / "report"
     assert (sweep_dir / "report" / "report.md").is_file()
