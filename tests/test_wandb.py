@@ -167,7 +167,7 @@ def test_the_study_run_tables_every_trial_with_its_state(tmp_path):
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
             study.tell(trial, value)
-    out = sweep_report.main([str(tmp_path / "study.db"), "--out", str(tmp_path / "rep"), "--wandb"])
+    out = sweep_report.main([str(tmp_path / "study.db"), f"out={tmp_path / 'rep'}", "wandb=offline"])
     (file,) = sorted(out.glob("wandb/offline-run-*/run-*.wandb"))
     rec = wr.run_record(file)
     assert rec.job_type == "study" and rec.run_group == "unit"

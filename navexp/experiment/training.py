@@ -312,6 +312,7 @@ class TrainingRun:
         """Save the last finished iteration (kept in memory by the runner) and say how to continue."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the save short
         runner, run_dir = self.runner, self.start.run_dir
+        how = self.hooks.continue_with or f"resume={run_dir}"
         try:
             before = runner.last_checkpoint
             path = runner.save_last_good()
@@ -321,9 +322,9 @@ class TrainingRun:
         if path is None:
             print(f"[navexp] {why}: no iteration finished, nothing to save", flush=True)
         elif path == before:
-            print(f"[navexp] {why}: no iteration finished since {path}; continue with resume={run_dir}")
+            print(f"[navexp] {why}: no iteration finished since {path}; continue with {how}")
         else:
-            print(f"[navexp] {why}: saved {path}; continue with resume={run_dir}", flush=True)
+            print(f"[navexp] {why}: saved {path}; continue with {how}", flush=True)
 
     # -- finish -------------------------------------------------------------------------------------
     def _finish_unless_stopped(self) -> dict:
