@@ -5,8 +5,10 @@ BARN score, overall and per map family or scenario entry.
 shortest path and a digest of its (map, start, goal)); ``summarize`` turns it into the metrics dict of
 ``eval.json``.
 
-- **Rates** ``success_rate``, ``collision_rate``, ``timeout_rate``, ``out_of_bounds_rate`` sum to 1 (every
-  episode ends for exactly one reason).
+- **Rates** ``success_rate``, ``collision_rate``, ``timeout_rate``, ``out_of_bounds_rate`` and
+  ``moving_collision_rate`` sum to 1 (every episode ends for exactly one reason): ``collision_rate`` counts
+  contacts with walls and static obstacles, ``moving_collision_rate`` those with moving obstacles
+  (``env.dynamic``; 0 without them).
 - **Confidence intervals** (``ci95``): 95 % Wilson score intervals (scipy's ``binomtest(k, n)
   .proportion_ci(method="wilson")``) over the *distinct cases*, not the episodes. A deterministic policy
   on the same (map, start, goal) repeats the same episode (up to LiDAR noise), so repeats add no
@@ -40,13 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binomtest
 
-from navexp.task.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
+from navexp.task.state import COLLISION, MOVING_COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
 
 RATES = {
     "success_rate": SUCCESS,
     "collision_rate": COLLISION,
     "timeout_rate": TIME_OUT,
     "out_of_bounds_rate": OUT_OF_BOUNDS,
+    "moving_collision_rate": MOVING_COLLISION,
 }
 """eval.json rate -> end reason code (navexp.task.state)."""
 

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
-"""Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
-SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
+REASONS = ("none", "success", "collision", "out_of_bounds", "time_out", "moving_collision")
+"""Episode-end reason codes: ``state.reason`` holds an index into this tuple. ``collision`` is a
+contact with a wall or a static obstacle, ``moving_collision`` one with a moving obstacle."""
+SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT, MOVING_COLLISION = 1, 2, 3, 4, 5
 
 ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist")
 """NavState fields computed only while an active term declares it reads them (``reads=`` when the
@@ -77,6 +78,8 @@ class NavState:
     """[N] smallest clean range (m), measured from the robot centre."""
     contact: torch.Tensor
     """[N] bool: the engine reported a robot contact during the last control step."""
+    moving_contact: torch.Tensor
+    """[N] bool: one of those contacts was with a moving obstacle."""
     clearance: torch.Tensor
     """[N] true distance from the robot centre to the nearest obstacle or wall surface (m); on demand
     (``ON_DEMAND_FIELDS``)."""
@@ -101,7 +104,8 @@ class NavState:
     success: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] bool: the episode ended in success this step."""
     collision: torch.Tensor = field(default=None)  # type: ignore[assignment]
-    """[N] bool: the episode ended in a collision this step (takes priority over success)."""
+    """[N] bool: the episode ended in a collision this step, with a static or a moving obstacle (takes
+    priority over success; ``reason`` tells the two apart)."""
     out_of_bounds: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] bool: the robot centre left the room this step."""
     time_out: torch.Tensor = field(default=None)  # type: ignore[assignment]
@@ -131,6 +135,7 @@ class NavState:
             scan=full.clone(),
             min_scan=torch.full((n,), dims.max_range_m, **z),
             contact=f.clone(),
+            moving_contact=f.clone(),
             clearance=torch.full((n,), dims.max_range_m, **z),
             nearest_dir_body=torch.zeros(n, 2, **z),
             path_dist=torch.zeros(n, **z),
