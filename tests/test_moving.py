@@ -295,3 +295,56 @@ def test_jitter_draws_a_phase_per_case_and_keeps_starts_clear(scenario_file):
     assert lay.num_worlds == 16 and phase.unique().numel() == 16
     assert phase.min() >= 0 and phase.max() < 8.0
     assert bool(clear_of_moving(lay, 0.35 - 1e-4).all())
+
+
+def test_lidar_history_term_holds_the_earlier_scans_and_restarts_with_an_episode():
+    """obs=dynamic: the policy group is 78 + 3 x 72 = 294 wide; at reset the 3 earlier scans repeat the
+    first scan; after 4 steps the history holds the scans of steps 3, 2 and 1 (most recent first), and
+    the term's columns (after lidar's 72) are those scans log-encoded."""
+    env = build_env("env=dynamic", "obs=dynamic", "env.sim.backend=mujoco", "env.num_envs=2")
+    assert env.obs_manager.group_widths == {"policy": 294}
+    obs = env.get_observations()["policy"]
+    assert torch.equal(obs[:, 72:144], obs[:, :72]) and torch.equal(obs[:, 216:288], obs[:, :72])
+    scans = [env.state.scan.clone()]
+    for _ in range(4):
+        obs, _, done, _ = env.step(torch.full((2, 3), 0.1))
+        assert not done.any()
+        scans.append(env.state.scan.clone())
+    for k in range(3):
+        assert torch.equal(env.state.scan_history[:, k], scans[3 - k])
+    log = torch.log(scans[3].clamp_min(0.1) / 0.1) / math.log(6.0 / 0.1)
+    assert torch.allclose(obs["policy"][:, 72:144], log, atol=1e-6)
+
+
+def test_the_deployed_policy_keeps_the_scan_history():
+    """NumpyPolicy with lidar (2 beams) + lidar_history (frames 2, stride 1, linear, 6 m): scans of 1, 2,
+    3 m give frames [1/6 | 1/6, 1/6], then [2/6 | 1/6, 1/6], then [3/6 | 2/6, 1/6]; reset() forgets them."""
+    import numpy as np
+
+    from navexp.deploy.policy import NumpyPolicy
+
+    meta = {
+        "obs": {
+            "terms": [["lidar", 2], ["lidar_history", 4]],
+            "history_length": 1,
+            "params": {"lidar": {"encoding": "linear"}, "lidar_history": {"frames": 2, "stride": 1}},
+        },
+        "lidar": {"max_range_m": 6.0},
+        "scales": {"max_lin_vel_mps": 1.5, "max_ang_vel_radps": 2.0},
+        "action": {"scale": [1.5, 1.5, 2.0]},
+    }
+    policy = NumpyPolicy([(np.zeros((3, 6)), np.zeros(3))], "elu", np.zeros(6), np.ones(6), 1e-8, meta)
+    frames = [policy.observation([r, r], [1.0, 0.0], [0.0, 0.0], 0.0) * 6 for r in (1.0, 2.0, 3.0)]
+    assert np.allclose(frames[0], [1, 1, 1, 1, 1, 1])
+    assert np.allclose(frames[1], [2, 2, 1, 1, 1, 1])
+    assert np.allclose(frames[2], [3, 3, 2, 2, 1, 1])
+    policy.reset()
+    assert np.allclose(policy.observation([4.0, 4.0], [1.0, 0.0], [0.0, 0.0], 0.0) * 6, [4] * 6)
+
+
+def test_lidar_history_params_are_checked():
+    """frames=0 is refused naming the param and what is allowed, when the config is built."""
+    with pytest.raises(
+        ValueError, match=r"lidar_history.params.frames=0 is invalid; allowed: an integer >= 1"
+    ):
+        build_env("obs=dynamic", "obs.terms.lidar_history.params.frames=0", "env.num_envs=2")

@@ -335,9 +335,16 @@ class NavEnv(VecEnv):
         """The clean scan of every world and the policy's realistic one (random draws once per call);
         ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
         s = self.state
+        previous = s.scan
         s.scan_clean = self.sim.ranges.clone()
         s.min_scan = s.scan_clean.min(dim=1).values
         s.scan = self.lidar_realism(s.scan_clean, restart, advance)
+        if s.scan_history.shape[1]:
+            if advance:  # one step on: the scan before this one is the most recent earlier scan
+                s.scan_history = torch.cat((previous.unsqueeze(1), s.scan_history[:, :-1]), dim=1)
+            if restart is not None:  # a new episode has no past: its first scan fills the history
+                fill = s.scan.unsqueeze(1).expand_as(s.scan_history)
+                s.scan_history = torch.where(restart[:, None, None], fill, s.scan_history)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""

@@ -39,6 +39,8 @@ class EnvDims:
     """Radius of the robot's collision cylinder (m); scan ranges are measured from its centre."""
     lidar_fov_deg: float = 360.0
     """Field of view of the scan (``navexp.sim.lidar.beam_angles`` gives each beam's angle)."""
+    scan_history_steps: int = 0
+    """Earlier scans the env keeps (``NavState.scan_history``): set from the active terms' needs."""
 
 
 @dataclass
@@ -76,6 +78,9 @@ class NavState:
     [0, max_range]; the ``lidar`` observation term reads it."""
     min_scan: torch.Tensor
     """[N] smallest clean range (m), measured from the robot centre."""
+    scan_history: torch.Tensor
+    """[N, H, B] the policy's earlier scans (``scan``), H control steps back, most recent first; an
+    episode's first steps repeat its first scan. H = what the ``lidar_history`` term reads (0 when off)."""
     contact: torch.Tensor
     """[N] bool: the engine reported a robot contact during the last control step."""
     moving_contact: torch.Tensor
@@ -134,6 +139,7 @@ class NavState:
             scan_clean=full,
             scan=full.clone(),
             min_scan=torch.full((n,), dims.max_range_m, **z),
+            scan_history=torch.full((n, dims.scan_history_steps, b), dims.max_range_m, **z),
             contact=f.clone(),
             moving_contact=f.clone(),
             clearance=torch.full((n,), dims.max_range_m, **z),
