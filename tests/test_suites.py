@@ -200,16 +200,24 @@ def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry
 
 def test_shipped_suites_validate_against_the_default_config():
     """default has room then dense; families has one entry per map family, in FAMILIES order; ood has
-    its four held-out geometries (tests/test_trap_geometry.py); all pass every entry's env validation."""
+    its four held-out geometries (tests/test_trap_geometry.py); dynamic its moving-obstacle entries
+    (tests/test_moving.py); all pass every entry's env validation."""
     from navexp.config.suites import check_suite, load_suite, shipped_suites
     from navexp.task.maps import FAMILIES
 
     cfg = compose_config(["env.device=cpu"])
-    assert shipped_suites() == ["default", "families", "ood"]
+    assert shipped_suites() == ["default", "dynamic", "families", "ood"]
     for name in shipped_suites():
         check_suite(cfg, name)
     assert [e.name for e in load_suite("default").entries] == ["room", "dense"]
     assert [e.name for e in load_suite("families").entries] == list(FAMILIES)
+    assert [e.name for e in load_suite("dynamic").entries] == [
+        "dynamic",
+        "faster",
+        "crowded",
+        "crossing",
+        "doorway",
+    ]
 
 
 def test_eval_scalar_tags_per_entry_family_and_scenario():

@@ -31,6 +31,9 @@ shortest path and a digest of its (map, start, goal)); ``summarize`` turns it in
   grid path and v_max the robot's ``max_lin_vel_mps``; a holonomic robot driving diagonally can exceed
   it, which the lower clip at 4 OT absorbs.)
 
+``mean_wait_s`` is the time an episode spends waiting (control steps that end below 0.1 m/s: stopped
+for a passing obstacle, or stuck), averaged over all episodes.
+
 Episodes whose shortest path is unknown (-1: the path check was off; inf: no path on the grid) are left
 out of SPL and the BARN score; their number is reported (``spl_excluded_episodes``).
 """
@@ -123,6 +126,13 @@ class EpisodeTable:
     """Digest (str) of the episode's (map, start, goal): equal digests are the same case."""
     scenario: np.ndarray
     """Scenario-file entry index the episode played (-1 without a scenario file)."""
+    wait_s: np.ndarray | None = None
+    """Seconds the robot waited (control steps ending below ``navexp.analysis.rollout.WAIT_SPEED_MPS``);
+    None: zeros (tables built without it)."""
+
+    def __post_init__(self) -> None:
+        if self.wait_s is None:
+            self.wait_s = np.zeros(len(self.reason))
 
     def __len__(self) -> int:
         return len(self.reason)
@@ -163,6 +173,7 @@ def path_metrics(table: EpisodeTable, max_speed_mps: float) -> dict:
     out: dict = {
         "mean_time_to_goal_s": float(table.time_s[ok].mean()) if ok.any() else None,
         "mean_path_length_m": float(table.path_m[ok].mean()) if ok.any() else None,
+        "mean_wait_s": float(table.wait_s.mean()) if len(table) else None,
     }
     spl = spl_terms(ok, table.shortest_m, table.path_m)
     barn = barn_scores(ok, table.shortest_m, table.time_s, max_speed_mps)
