@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from navexp import compose_config
 from navexp.analysis.sync_audit import SyncAudit
 from navexp.sim.layout import Layout
-from navexp.sim.motion import BACK_AND_FORTH, BOUNCE, CROSSING, LOOP, Motion, polyline_point
+from navexp.sim.motion import BACK_AND_FORTH, BOUNCE, CROSSING, LOOP, Motion, polyline_point, start_position
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.moving import MovingSpec, clear_of_moving
 from navexp.task.maps.pool import LayoutPool
@@ -35,6 +35,7 @@ def one_obstacle(mode: int, path: list[list[float]], speed: float, radius: float
     lay.mov_npts[0, 0] = len(path)
     lay.mov_speed[0, 0] = speed
     lay.mov_size[0, 0] = radius
+    lay.mov_start = start_position(lay)
     return lay
 
 

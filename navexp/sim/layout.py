@@ -82,6 +82,9 @@ class Layout:
     """[K, M, 2] a moving cylinder's (radius, radius), a moving box's half-extents along x and y."""
     mov_is_box: torch.Tensor | None = None
     """[K, M] bool: the slot is a box (the scene's kind of the slot; boxes keep yaw 0)."""
+    mov_start: torch.Tensor | None = None
+    """[K, M, 2] where each moving obstacle stands at t = 0 (navexp.sim.motion.start_position of the
+    fields above, kept so a reset computes nothing)."""
 
     def __post_init__(self) -> None:
         # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
@@ -110,6 +113,7 @@ class Layout:
         self.mov_speed, self.mov_delay, self.mov_phase = empty(), empty(), empty()
         self.mov_vel, self.mov_size = empty(2), empty(2)
         self.mov_is_box = empty(dtype=torch.bool)
+        self.mov_start = empty(2)
 
     @property
     def num_worlds(self) -> int:
@@ -178,6 +182,7 @@ class Layout:
             mov_vel=torch.zeros(k, m, 2, **z),
             mov_size=torch.full((k, m, 2), 0.1, **z),
             mov_is_box=is_box.expand(k, m).clone(),
+            mov_start=torch.zeros(k, m, 2, **z),
         )
         return lay
 
@@ -206,14 +211,14 @@ def slot_poses(
     layout: Layout, half_height: float, park_z: float, moving_xy: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mocap positions [K, S, 3] and quaternions (w, x, y, z) [K, S, 4] of the obstacle slots
-    (cylinders, then boxes, then walls, then the moving slots at ``moving_xy`` [K, M, 2], their start:
-    navexp.sim.motion.start_position): active slots stand on the floor (centre at ``half_height``),
+    (cylinders, then boxes, then walls, then the moving slots at ``moving_xy`` [K, M, 2], default their
+    start ``mov_start``): active slots stand on the floor (centre at ``half_height``),
     inactive ones are parked at ``park_z``; boxes and walls turn by their yaw about z, moving boxes
     keep yaw 0."""
     rect_xy, _, rect_yaw, rect_active = layout.boxes_and_walls()
     active = torch.cat((layout.cyl_active, rect_active, layout.mov_mode > 0), dim=1)
     z = torch.where(active, half_height, park_z).unsqueeze(-1)
-    mov_xy = layout.mov_path[:, :, 0] if moving_xy is None else moving_xy
+    mov_xy = layout.mov_start if moving_xy is None else moving_xy
     pos = torch.cat((torch.cat((layout.cyl_xy, rect_xy, mov_xy), dim=1), z), dim=2)
     half_yaw = (
         torch.cat((torch.zeros_like(layout.cyl_r), rect_yaw, torch.zeros_like(layout.mov_speed)), 1) / 2

@@ -13,9 +13,10 @@ Motion models (``Layout.mov_mode``, codes in ``MODES``):
   position is a closed-form function of the time since ``mov_delay`` (no drift, exact per seed):
   ``s = phase + speed * max(t - delay, 0)`` metres along the closed polyline (loop) or along it and back
   (back and forth: a triangle wave of period ``2 L``).
-- ``bounce``: constant velocity ``mov_vel``, reflected off the room's walls (mirror image, exact) and
-  off static obstacles (the velocity's component along the outward normal of the nearest surface is
-  reversed when the obstacle's bounding circle touches it). Moving obstacles pass through each other.
+- ``bounce``: constant velocity ``mov_vel``, reflected off static obstacles (the velocity's component
+  along the outward normal of the nearest surface is reversed when the obstacle's bounding circle
+  touches it while moving into it) and mirrored at the room's walls (exact: never beyond them).
+  Moving obstacles pass through each other.
 - ``crossing``: an agent walking from ``mov_path[0]`` to its own goal ``mov_path[1]`` and back, with
   a social-force-like steering (Helbing and Molnar 1995): the desired velocity towards the goal plus
   a repulsion from static surfaces closer than ``REPULSION_RANGE_M``, capped at its speed. It ignores
@@ -77,7 +78,7 @@ def path_position(layout: Layout, t: torch.Tensor) -> torch.Tensor:
 
 def start_position(layout: Layout) -> torch.Tensor:
     """[K, M, 2] the obstacles' positions at t = 0 (a path's phase point; the first waypoint for bounce
-    and crossing)."""
+    and crossing), computed from their paths (``Layout.mov_start`` keeps it for the resets)."""
     on_path = (layout.mov_mode == LOOP) | (layout.mov_mode == BACK_AND_FORTH)
     t0 = torch.zeros(layout.num_worlds, device=layout.robot_xy.device)
     return torch.where(on_path.unsqueeze(-1), path_position(layout, t0), layout.mov_path[:, :, 0])
@@ -116,7 +117,7 @@ class Motion:
     def reset(self, mask: torch.Tensor, layout: Layout) -> None:
         """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
         m2 = mask.view(-1, 1, 1)
-        self.pos = torch.where(m2, start_position(layout), self.pos)
+        self.pos = torch.where(m2, layout.mov_start, self.pos)
         self.vel = torch.where(m2, layout.mov_vel, self.vel)
         self.t = self.t.masked_fill(mask, 0.0)
         self.leg = self.leg | mask.unsqueeze(-1)
@@ -129,44 +130,48 @@ class Motion:
         started = (self.t.unsqueeze(-1) > layout.mov_delay) & active.unsqueeze(-1)  # [N, M]
         mode = layout.mov_mode.unsqueeze(-1)
         after = path_position(layout, self.t)
-        if BOUNCE in self.modes:
-            after = torch.where(mode == BOUNCE, self._bounce(layout), after)
-        if CROSSING in self.modes:
-            after = torch.where(mode == CROSSING, self._cross(layout), after)
+        if self.modes & {BOUNCE, CROSSING}:
+            gap, normal = self._nearest_surface(layout)  # one query for both steering models
+            if BOUNCE in self.modes:
+                after = torch.where(mode == BOUNCE, self._bounce(layout, gap, normal), after)
+            if CROSSING in self.modes:
+                after = torch.where(mode == CROSSING, self._cross(layout, gap, normal), after)
         moved = started & (layout.mov_mode != NONE)
         self.pos = torch.where(moved.unsqueeze(-1), after, before)
         self.vel = torch.where(moved.unsqueeze(-1), self.vel, vel)  # waiting obstacles keep theirs
         self.leg = torch.where(moved, self.leg, leg)
         return before, self.pos
 
-    def _bounce(self, layout: Layout) -> torch.Tensor:
-        """Constant velocity, mirrored at the room's walls and reflected off static surfaces."""
+    def _nearest_surface(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gap [N, M] between each obstacle's bounding circle and the nearest static surface (walls
+        included; negative: overlapping) and the unit normal [N, M, 2] from that surface to the obstacle."""
+        dist, closest = nearest_obstacle(self.pos, layout, self.half_x, self.half_y)
+        away = self.pos - closest
+        return dist - bounding_radius(layout), away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+
+    def _bounce(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
+        """Constant velocity: reflected off a static surface it touches while moving into it, then one
+        step on, mirrored at the room's walls (exact: never beyond them)."""
+        into = (self.vel * normal).sum(-1)
+        hit = (gap < 0) & (into < 0) & (layout.mov_mode == BOUNCE)
+        vel = torch.where(hit.unsqueeze(-1), self.vel - 2 * into.unsqueeze(-1) * normal, self.vel)
         half = torch.tensor([self.half_x, self.half_y], device=self.pos.device)
         lim = half - layout.mov_size  # centre limits: a box's half-extents, a cylinder's radius
-        p = self.pos + self.vel * self.dt
+        p = self.pos + vel * self.dt
         over, under = p > lim, p < -lim
-        p = torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
-        vel = torch.where(over, -self.vel.abs(), torch.where(under, self.vel.abs(), self.vel))
-        dist, closest = nearest_obstacle(p, layout, self.half_x + 1e3, self.half_y + 1e3)
-        away = p - closest
-        normal = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-        into = (vel * normal).sum(-1)
-        hit = (dist < bounding_radius(layout)) & (into < 0) & (layout.mov_mode == BOUNCE)
-        self.vel = torch.where(hit.unsqueeze(-1), vel - 2 * into.unsqueeze(-1) * normal, vel)
-        return p
+        self.vel = torch.where(over, -vel.abs(), torch.where(under, vel.abs(), vel))
+        return torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
 
-    def _cross(self, layout: Layout) -> torch.Tensor:
+    def _cross(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
         """Walk towards the current goal, pushed off static surfaces; turn back on arrival."""
         goal = torch.where(self.leg.unsqueeze(-1), layout.mov_path[:, :, 1], layout.mov_path[:, :, 0])
         to_goal = goal - self.pos
-        dist_goal = to_goal.norm(dim=-1, keepdim=True)
         speed = layout.mov_speed.unsqueeze(-1)
-        desired = to_goal / dist_goal.clamp_min(1e-9) * speed
-        dist, closest = nearest_obstacle(self.pos, layout, self.half_x, self.half_y)
-        away = self.pos - closest
-        gap = (dist - bounding_radius(layout)).unsqueeze(-1)
-        push = (REPULSION_RANGE_M - gap).clamp_min(0.0) / REPULSION_RANGE_M  # 0 far, 1 at contact
-        vel = desired + push * speed * away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        desired = to_goal / to_goal.norm(dim=-1, keepdim=True).clamp_min(1e-9) * speed
+        push = (REPULSION_RANGE_M - gap.unsqueeze(-1)).clamp_min(
+            0.0
+        ) / REPULSION_RANGE_M  # 0 far, 1 at contact
+        vel = desired + push * speed * normal
         vel = vel * (speed / vel.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
         p = self.pos + vel * self.dt
         arrived = (goal - p).norm(dim=-1) < ARRIVAL_M

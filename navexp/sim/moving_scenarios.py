@@ -96,6 +96,7 @@ def place_moving(lay: Layout, i: int, ob: dict, where: str, slot: int, half: tup
     lay.mov_npts[i, slot] = len(path)
     lay.mov_speed[i, slot], lay.mov_delay[i, slot] = speed, delay
     lay.mov_size[i, slot] = torch.tensor(size)
+    lay.mov_start[i, slot] = torch.tensor(path[0])  # phase 0: the first waypoint
 
 
 def moving_slot(where: str, kind: str, used: dict[str, int], slots: tuple[int, int]) -> int:

@@ -31,7 +31,6 @@ from mujoco import rollout
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
-from navexp.sim.motion import start_position
 from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
 STATE = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -153,7 +152,7 @@ class MujocoSim:
         self.qpos[ids_t] = torch.cat((sub.robot_xy, sub.robot_yaw[:, None]), dim=1).float()
         self.qvel[ids_t] = 0.0
         self.ctrl[ids_t] = 0.0
-        pos, quat = (x.double().numpy() for x in slot_poses(sub, hz, PARK_Z_M, start_position(sub)))
+        pos, quat = (x.double().numpy() for x in slot_poses(sub, hz, PARK_Z_M))
         n = ids.size
         ctrl_rows = self._control[ids]
         ctrl_rows[:, :, self._mocap_pos_cols.ravel()] = pos.reshape(n, 1, -1)

@@ -20,7 +20,6 @@ import warp as wp
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
-from navexp.sim.motion import start_position
 from navexp.sim.scene import PARK_Z_M, build_model, moving_names, slot_names
 
 GRAPH_MIN_DRIVER = (12, 4)
@@ -217,8 +216,8 @@ class WarpSim:
         self.ctrl.masked_fill_(m1, 0.0)
         self._qacc_warmstart.masked_fill_(m1, 0.0)
         # Obstacles: active slots at their centre (z mid-height), inactive ones parked below.
-        start = start_position(layout)
-        pos, quat = slot_poses(layout, hz, PARK_Z_M, start)
+        start = layout.mov_start
+        pos, quat = slot_poses(layout, hz, PARK_Z_M)
         m2 = mask[:, None, None]
         if self.spec.moving_slots:  # the next step moves them from their start
             self._move_start_t.copy_(torch.where(m2, start, self._move_start_t))

@@ -176,9 +176,10 @@ def add_moving(
     moving.mov_path, moving.mov_npts, moving.mov_phase = take(path), take(npts), take(phase)
     moving.mov_vel, moving.mov_size, moving.mov_speed = take(vel), size, speed
     moving.mov_delay = src.uniform((k, m), *spec.start_delay_s)
+    moving.mov_start = take(t0)
     for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
         setattr(lay, name, getattr(moving, name))
-    lay.mov_size, lay.mov_is_box = moving.mov_size, moving.mov_is_box
+    lay.mov_size, lay.mov_is_box, lay.mov_start = moving.mov_size, moving.mov_is_box, moving.mov_start
 
 
 def _pick(x: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
@@ -273,7 +274,7 @@ def with_moving_slots(lay: Layout, spec: MovingSpec | None) -> Layout:
     )
     for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
         setattr(lay, name, getattr(empty, name))
-    lay.mov_size, lay.mov_is_box = empty.mov_size, empty.mov_is_box
+    lay.mov_size, lay.mov_is_box, lay.mov_start = empty.mov_size, empty.mov_is_box, empty.mov_start
     return lay
 
 
@@ -288,6 +289,7 @@ def jitter_phases(cases: Layout, gen: torch.Generator) -> None:
     length = torch.where(used, seg, 0.0).sum(-1)  # open length; a loop's closing side wraps anyway
     u = torch.rand(cases.mov_phase.shape, generator=gen)
     cases.mov_phase = cases.mov_phase + u * 2 * length
+    cases.mov_start = start_position(cases)
 
 
 def clear_of_moving(lay: Layout, need: float) -> torch.Tensor:
