@@ -24,6 +24,7 @@ from navexp.sim.motion import (
     CROSSING,
     LOOP,
     MODES,
+    REPULSION_RANGE_M,
     bounding_radius,
     polyline_point,
     start_position,
@@ -242,6 +243,9 @@ def _candidate_paths(
     mode4 = mode.view(k, m, 1, 1, 1)
     pts[..., :4, :] = torch.where(mode4 == LOOP, p0 + corners, p0.expand(-1, -1, -1, 4, -1))
     pts[..., :2, :] = torch.where(mode4 == BACK_AND_FORTH, p0 + segment, pts[..., :2, :])
+    # A crossing agent's ends keep its repulsion range from the walls, so it can reach them and turn back.
+    inner = (lim4 - REPULSION_RANGE_M).clamp_min(0.0)
+    cross = torch.maximum(torch.minimum(cross, inner), -inner)
     pts[..., :2, :] = torch.where(mode4 == CROSSING, cross, pts[..., :2, :])
     pts = torch.maximum(torch.minimum(pts, lim4), -lim4)
     npts = torch.where(mode == LOOP, 4, torch.where((mode == BACK_AND_FORTH) | (mode == CROSSING), 2, 1))
