@@ -98,6 +98,19 @@ def test_a_crossing_agent_walks_to_its_goal_and_back():
     assert pos[:, 0].max() > 2.75 and pos[-1, 0] < pos[:, 0].max()
 
 
+def test_a_crossing_agent_blocked_head_on_turns_back_instead_of_standing():
+    """From (-3, 0) to (3, 0) at 1 m/s, a static cylinder of 1 m at the origin in the way: the push off
+    it (full at contact, 0 beyond 0.5 m from its 0.3 m body, i.e. from x = -1.8) stops the walk near
+    x = -1.5, where the agent turns back (stalled) instead of standing: within the next 5 s it is back
+    past x = -2.5, and it never comes closer than x = -1.3."""
+    lay = one_obstacle(CROSSING, [[-3, 0], [3, 0]], 1.0)
+    lay.cyl_xy, lay.cyl_r = torch.tensor([[[0.0, 0.0]]]), torch.tensor([[1.0]])
+    lay.cyl_active = torch.ones(1, 1, dtype=torch.bool)
+    xs = torch.stack(run_motion(lay, 100))[:, 0]
+    assert xs.max() < -1.3
+    assert xs[20:70].min() < -2.5
+
+
 COLLIDE = """
 scenarios:
   - name: person_walks_into_the_robot

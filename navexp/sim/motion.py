@@ -18,8 +18,9 @@ Motion models (``Layout.mov_mode``, codes in ``MODES``):
   touches it while moving into it) and mirrored at the room's walls (exact: never beyond them).
   Moving obstacles pass through each other.
 - ``crossing``: an agent walking from ``mov_path[0]`` to its own goal ``mov_path[1]`` and back, with
-  a social-force-like steering (Helbing and Molnar 1995): the desired velocity towards the goal plus
-  a repulsion from static surfaces closer than ``REPULSION_RANGE_M``, capped at its speed. It ignores
+  a social-force-like steering (Helbing and Molnar 1995): the desired velocity towards the goal plus a
+  push off static surfaces closer than ``REPULSION_RANGE_M``, capped at its speed; where the push
+  cancels the walk it turns back instead of standing still. It ignores
   the robot (CrowdNav's "invisible robot" setting, Chen et al. 2019): avoiding is the policy's job,
   and an agent that yields would let a policy learn to wait for a courtesy real people do not owe it.
 """
@@ -39,6 +40,9 @@ REPULSION_RANGE_M = 0.5
 """A crossing agent is pushed away from static surfaces closer than this to its edge."""
 ARRIVAL_M = 0.25
 """A crossing agent turns back towards its other end when its centre is this close to its goal."""
+STALL_FRACTION = 0.25
+"""A crossing agent whose steered speed falls below this fraction of its own (the push off a surface
+cancels its walk: a local minimum of the social force) turns back too."""
 
 
 def polyline_point(
@@ -163,7 +167,8 @@ class Motion:
         return torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
 
     def _cross(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
-        """Walk towards the current goal, pushed off static surfaces; turn back on arrival."""
+        """Walk towards the current goal, pushed off static surfaces within ``REPULSION_RANGE_M``; turn
+        back on arrival, or where the push cancels the walk (no permanent stop)."""
         goal = torch.where(self.leg.unsqueeze(-1), layout.mov_path[:, :, 1], layout.mov_path[:, :, 0])
         to_goal = goal - self.pos
         speed = layout.mov_speed.unsqueeze(-1)
@@ -175,5 +180,7 @@ class Motion:
         vel = vel * (speed / vel.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
         p = self.pos + vel * self.dt
         arrived = (goal - p).norm(dim=-1) < ARRIVAL_M
-        self.leg = torch.where(arrived & (layout.mov_mode == CROSSING), ~self.leg, self.leg)
+        stalled = vel.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
+        turn = (arrived | stalled) & (layout.mov_mode == CROSSING)
+        self.leg = torch.where(turn, ~self.leg, self.leg)
         return p
