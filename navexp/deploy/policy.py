@@ -99,8 +99,10 @@ class NumpyPolicy:
         self.rnn, self.convs, self.scan_width = rnn, convs, int(scan_width)
         """ppo.policy.model=rnn: the recurrent layers and their state; =cnn: the conv layers."""
         self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
-        steps = history_steps(meta["obs"].get("params", {}).get("lidar_history", {}))
-        self.scan_history: deque = deque(maxlen=steps if "lidar_history" in dict(meta["obs"]["terms"]) else 0)
+        obs = meta["obs"]
+        steps = history_steps(obs.get("params", {}).get("lidar_history", {}))
+        keeps = "lidar_history" in dict(obs.get("terms", []))  # a policy without it keeps no scans
+        self.scan_history: deque = deque(maxlen=steps if keeps else 0)
         """The earlier raw scans the ``lidar_history`` term reads, most recent first (empty without it)."""
         self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
         """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""
