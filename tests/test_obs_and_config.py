@@ -114,7 +114,8 @@ def test_every_variant_composes_and_builds(env_v, obs_v, reward_v):
         )
     )
     obs, rew, done, extras = env.step(torch.zeros(2, 3))
-    assert obs["policy"].shape == (2, 78) and torch.isfinite(rew).all()
+    width = 78 + 3 * 72 if obs_v == "dynamic" else 78  # obs=dynamic adds 3 earlier scans
+    assert obs["policy"].shape == (2, width) and torch.isfinite(rew).all()
 
 
 def test_bcppo_is_the_design_table():

@@ -29,6 +29,7 @@ END_STYLE = {
     "collision": ("X", "red", 180),
     "out_of_bounds": ("P", "purple", 160),
     "time_out": ("s", "gray", 120),
+    "moving_collision": ("X", "magenta", 180),
     "none": ("o", "black", 60),
 }
 MAX_RAYS = 36
@@ -189,6 +190,7 @@ def draw_episode(
         )
         lc.set_array(ep.speed[1:])
         ax.add_collection(lc)
+    draw_moving(ax, ep.layout)
     draw_robot(ax, ep.pos[0], ep.yaw[0], info.robot_radius_m, "none", "black", "robot_start")
     marker, color, size = END_STYLE[ep.reason_name]
     draw_robot(ax, ep.pos[-1], ep.yaw[-1], info.robot_radius_m, color, "black", "robot_end", alpha=0.6)
@@ -220,6 +222,23 @@ def speed_bar(fig, axes, info: SceneInfo, **kw) -> None:
     sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, info.max_speed_mps))
     bar = fig.colorbar(sm, ax=axes, label="path colour: speed (m/s)", **kw)
     bar.ax.tick_params(labelsize=7)
+
+
+def draw_moving(ax, layout: dict[str, np.ndarray]) -> None:
+    """Each moving obstacle's track over the episode (``mov_track`` [T+1, M, 2], recorded by the rollout),
+    dashed, and the obstacle where the episode ended, to scale (nothing for a layout without them)."""
+    track, mode = layout.get("mov_track"), layout.get("mov_mode")
+    if track is None or mode is None:
+        return
+    for j in np.flatnonzero(np.asarray(mode) > 0):
+        xy, (hx, hy) = track[:, j], layout["mov_size"][j]
+        ax.plot(xy[:, 0], xy[:, 1], ls="--", lw=1.0, color="magenta", alpha=0.7, gid="moving_track")
+        x, y = xy[-1]
+        if layout["mov_is_box"][j]:
+            patch = Rectangle((x - hx, y - hy), 2 * hx, 2 * hy, fc="violet", ec="purple", gid="moving")
+        else:
+            patch = Circle((x, y), hx, fc="violet", ec="purple", gid="moving")
+        ax.add_patch(patch)
 
 
 def grid_figure(episodes: list[Episode], info: SceneInfo, max_panels: int = 16):

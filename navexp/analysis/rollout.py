@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from navexp.analysis.plots import Episode
     from navexp.task.env import NavEnv
 
+WAIT_SPEED_MPS = 0.1
+"""A control step ending below this linear speed (m/s) counts as waiting (``mean_wait_s``)."""
+
 Policy = Callable[[Any], torch.Tensor]
 """Observations (rsl_rl's TensorDict) -> actions [N, A]."""
 
@@ -81,7 +84,8 @@ def run_episodes(
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
     episode was running before the step); ``progress(finished)`` every PROGRESS_EVERY_S seconds with
     the episodes finished so far (one host read then, none in between). Returns one row per episode:
-    end reason, duration (s), path length (m) and its case (``episode_cases``).
+    end reason, duration (s), path length (m), time spent waiting (s: steps ending below
+    ``WAIT_SPEED_MPS``) and its case (``episode_cases``).
     """
     parts: list[EpisodeTable] = []
     done = 0
@@ -97,6 +101,7 @@ def run_episodes(
         n = env.num_envs
         path = torch.zeros(n, device=env.device)
         steps = torch.zeros(n, dtype=torch.long, device=env.device)
+        waiting = torch.zeros(n, dtype=torch.long, device=env.device)
         for _ in range(env.max_episode_length + 1):
             active = ~env.held
             prev = env.state.pos_xy.clone()
@@ -104,6 +109,7 @@ def run_episodes(
             reset_hidden(policy, dones)  # an ended world's next episode must not see this one's memory
             path += (env.state.pos_xy - prev).norm(dim=-1) * active
             steps += active.long()
+            waiting += (active & (env.state.vel_world.norm(dim=-1) < WAIT_SPEED_MPS)).long()
             if on_step is not None:
                 on_step(env, active)
             if progress is not None and time.monotonic() >= next_report:
@@ -117,6 +123,7 @@ def run_episodes(
                 reason=env.state.reason[:take].cpu().numpy(),
                 time_s=steps[:take].double().cpu().numpy() * env.control_dt,
                 path_m=path[:take].double().cpu().numpy(),
+                wait_s=waiting[:take].double().cpu().numpy() * env.control_dt,
                 **{k: v[:take] for k, v in cases.items()},
             )
         )
@@ -181,7 +188,9 @@ class TrajectoryRecorder:
     def on_round(self, env: NavEnv) -> None:
         # Not the goal distance field (a reward's input, 3.2 KB a world): the figures redraw without it.
         lay = {k: v.cpu().numpy().copy() for k, v in vars(env.layout).items() if k != "goal_field"}
-        self.rounds.append({"layout": lay, "pos": [], "yaw": [], "speed": [], "scan": [], "active": []})
+        self.rounds.append(
+            {"layout": lay, "pos": [], "yaw": [], "speed": [], "scan": [], "active": [], "mov": []}
+        )
         self._keep(env)
 
     def on_step(self, env: NavEnv, active: torch.Tensor) -> None:
@@ -194,6 +203,8 @@ class TrajectoryRecorder:
         r["yaw"].append(s.yaw.cpu().numpy())
         r["speed"].append(s.vel_world.norm(dim=-1).cpu().numpy())
         r["scan"].append(s.scan.cpu().numpy())
+        if env.motion is not None:  # the moving obstacles' positions, for their tracks in the figures
+            r["mov"].append(env.motion.pos.cpu().numpy())
 
     def episodes(self, reasons: list[int]) -> list[Episode]:
         """The recorded episodes in ``run_episodes`` order, each cut at its last step."""
@@ -206,6 +217,8 @@ class TrajectoryRecorder:
                     break
                 t = int(steps[w]) + 1
                 lay = {k: v[w] for k, v in r["layout"].items()}
+                if r["mov"]:
+                    lay["mov_track"] = np.stack(r["mov"])[:t, w]
                 out.append(Episode(lay, pos[:t, w], yaw[:t, w], speed[:t, w], scan[:t, w], reasons[len(out)]))
         return out
 

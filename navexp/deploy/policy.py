@@ -29,7 +29,7 @@ import numpy as np
 
 from navexp.deploy.numpy_nets import ACTIVATIONS, NUMPY_MODELS, NumpyRNN, mlp, scan_cnn_latent
 from navexp.deploy.safety_filter import apply_safety_filter
-from navexp.task.obs.numpy_terms import get_twin
+from navexp.task.obs.numpy_terms import get_twin, history_steps
 
 
 def check_inputs(goal_body_xy, vel_body, omega) -> None:
@@ -190,6 +190,11 @@ class NumpyPolicy:
         self.rnn, self.convs, self.scan_width = rnn, convs, int(scan_width)
         """ppo.policy.model=rnn: the recurrent layers and their state; =cnn: the conv layers."""
         self.history: deque = deque(maxlen=int(meta["obs"]["history_length"]))
+        obs = meta["obs"]
+        steps = history_steps(obs.get("params", {}).get("lidar_history", {}))
+        keeps = "lidar_history" in dict(obs.get("terms", []))  # a policy without it keeps no scans
+        self.scan_history: deque = deque(maxlen=steps if keeps else 0)
+        """The earlier raw scans the ``lidar_history`` term reads, most recent first (empty without it)."""
         self.action_scale = np.asarray(meta["action"]["scale"], dtype=np.float64)
         """[A] physical value of action 1.0 per component (``meta["action"]["units"]``)."""
         self.action_names: list[str] = list(meta["action"].get("order", []))
@@ -239,6 +244,7 @@ class NumpyPolicy:
     def reset(self) -> None:
         """Start of an episode: forget the frame history, the previous action and the RNN state."""
         self.history.clear()
+        self.scan_history.clear()
         if self.rnn is not None:
             self.rnn.reset()
         self.prev_action = np.zeros(self.action_scale.size)
@@ -257,12 +263,19 @@ class NumpyPolicy:
             "prev_action": self.prev_action,
             **extra,
         }
+        if self.scan_history.maxlen:  # an episode's first scan stands in for the scans before it
+            past = list(self.scan_history)
+            inputs["scan_history_m"] = past + [past[-1] if past else scan_m] * (
+                self.scan_history.maxlen - len(past)
+            )
         term_params = m["obs"].get("params", {})
         for name, width in m["obs"]["terms"]:
             part = np.asarray(get_twin(name)(inputs, term_params.get(name, {}), m), dtype=np.float64)
             if part.shape != (width,):
                 raise ValueError(f"term {name!r} built shape {part.shape}, the policy expects ({width},)")
             parts.append(part)
+        if self.scan_history.maxlen:
+            self.scan_history.appendleft(np.asarray(scan_m, dtype=np.float64).copy())
         return np.concatenate(parts)
 
     def act(self, obs: np.ndarray) -> np.ndarray:

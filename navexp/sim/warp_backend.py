@@ -23,7 +23,7 @@ from navexp.sim import kernel_cache
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
-from navexp.sim.scene import PARK_Z_M, build_model, slot_names
+from navexp.sim.scene import PARK_Z_M, build_model, moving_names, slot_names
 
 GRAPH_MIN_DRIVER = (12, 4)
 """Oldest CUDA driver whose graphs hold conditional nodes (mujoco_warp's solver loops)."""
@@ -68,6 +68,40 @@ def _hold_on_contact(
 
 
 @wp.kernel
+def _flag_moving(
+    nacon: wp.array(dtype=int),
+    worldid: wp.array(dtype=int),
+    geom: wp.array(dtype=wp.vec2i),
+    first: int,
+    end: int,
+    flag: wp.array(dtype=int),
+):
+    """flag[w] = 1 for every world w with a contact involving a geom in [first, end) (moving slots)."""
+    i = wp.tid()
+    if i < nacon[0]:
+        g = geom[i]
+        if (g[0] >= first and g[0] < end) or (g[1] >= first and g[1] < end):
+            flag[worldid[i]] = 1
+
+
+@wp.kernel
+def _place_moving(
+    start: wp.array3d(dtype=float),
+    end: wp.array3d(dtype=float),
+    frac: float,
+    first: int,
+    mocap_pos: wp.array2d(dtype=wp.vec3),
+):
+    """Moving slot j of world w at ``start + frac * (end - start)`` in the plane (mocap ``first + j``;
+    its height kept: a parked slot stays parked)."""
+    w, j = wp.tid()
+    z = mocap_pos[w, first + j][2]
+    x = start[w, j, 0] + frac * (end[w, j, 0] - start[w, j, 0])
+    y = start[w, j, 1] + frac * (end[w, j, 1] - start[w, j, 1])
+    mocap_pos[w, first + j] = wp.vec3(x, y, z)
+
+
+@wp.kernel
 def _lidar_rays(
     qpos: wp.array2d(dtype=float),
     angles: wp.array(dtype=float),
@@ -105,6 +139,7 @@ class WarpSim:
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
         self._slot_cols = self._slot_columns()
+        self._moving_geoms = self._moving_range()
         # mocap ids follow body order: cylinders, boxes, walls (see scene._obstacles).
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
@@ -128,7 +163,14 @@ class WarpSim:
                 warnings.warn(f"CUDA graphs disabled ({why_not}); the simulator runs eagerly", stacklevel=2)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool, device=self.device),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device, spec.wall_slots),
+            Layout.empty(
+                num_worlds,
+                spec.cylinder_slots,
+                spec.box_slots,
+                self.device,
+                spec.wall_slots,
+                moving_slots=(spec.moving_cylinder_slots, spec.moving_box_slots),
+            ),
         )
 
     @staticmethod
@@ -148,6 +190,12 @@ class WarpSim:
             return slice(geoms[0], geoms[0] + len(geoms))
         return torch.tensor(geoms, dtype=torch.long, device=self.device)
 
+    def _moving_range(self) -> tuple[int, int]:
+        """[first, end) geom ids of the moving slots (consecutive: their bodies come last)."""
+        geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in moving_names(self.spec)]
+        assert geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
+        return (geoms[0], geoms[-1] + 1) if geoms else (0, 0)
+
     def _alloc_lidar(self) -> None:
         """The LiDAR's ray buffers [N, B] (origins, directions, hits) and the contact flags [N], on the
         current Warp device."""
@@ -162,6 +210,9 @@ class WarpSim:
         self._exclude = wp.array([self.robot_body] * nb, dtype=int)
         self._contact = wp.zeros(n, dtype=int)
         self._qpos_before = wp.zeros((n, self.mjm.nq), dtype=float)
+        self._moving_contact = wp.zeros(n, dtype=int)
+        m = self.spec.moving_slots
+        self._move_start, self._move_end = wp.zeros((n, m, 2), dtype=float), wp.zeros((n, m, 2), dtype=float)
 
     def _torch_views(self) -> None:
         """Zero-copy torch views of the Warp arrays the env and the layout writes touch."""
@@ -172,6 +223,8 @@ class WarpSim:
         self._geom_size, self._geom_rbound = t(self.m.geom_size), t(self.m.geom_rbound)
         self._geom_aabb = t(self.m.geom_aabb)
         self.contact = t(self._contact)
+        self.moving_contact = t(self._moving_contact)
+        self._move_start_t, self._move_end_t = t(self._move_start), t(self._move_end)
         self._overflow_raw = t(self.d.overflow)
         self.nacon = t(self.d.nacon)
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
@@ -190,8 +243,12 @@ class WarpSim:
         self.ctrl.masked_fill_(m1, 0.0)
         self._qacc_warmstart.masked_fill_(m1, 0.0)
         # Obstacles: active slots at their centre (z mid-height), inactive ones parked below.
+        start = layout.mov_start
         pos, quat = slot_poses(layout, hz, PARK_Z_M)
         m2 = mask[:, None, None]
+        if self.spec.moving_slots:  # the next step moves them from their start
+            self._move_start_t.copy_(torch.where(m2, start, self._move_start_t))
+            self._move_end_t.copy_(torch.where(m2, start, self._move_end_t))
         self._mocap_pos.copy_(torch.where(m2, pos, self._mocap_pos))
         self._mocap_quat.copy_(torch.where(m2, quat, self._mocap_quat))
         # Sizes, bounding spheres and local AABBs (centre 0, half-extents) of the slot geoms.
@@ -202,11 +259,19 @@ class WarpSim:
         aabb = torch.stack((torch.zeros_like(half), half), dim=2)
         self._geom_aabb[:, g] = torch.where(mask[:, None, None, None], aabb, self._geom_aabb[:, g])
 
+    def move_obstacles(self, start: torch.Tensor, end: torch.Tensor) -> None:
+        """The moving slots go from ``start`` to ``end`` [N, M, 2] over the next ``step()`` (linearly,
+        at ``end`` after its last substep). Two device copies into the captured step's inputs."""
+        self._move_start_t.copy_(start)
+        self._move_end_t.copy_(end)
+
     # -- stepping ---------------------------------------------------------------------------
     def _physics_kernels(self) -> None:
         self._contact.zero_()
+        self._moving_contact.zero_()
         self.d.overflow.zero_()
-        for _ in range(self.decimation):
+        for k in range(self.decimation):
+            self._place_moving((k + 1) / self.decimation)
             wp.copy(self._qpos_before, self.d.qpos)
             self._substep()
             # The kinematics are still those of the pose this substep started from: its contacts.
@@ -243,6 +308,26 @@ class WarpSim:
             inputs=[self.d.nacon, self.d.contact.worldid],
             outputs=[self._contact],
         )
+        if self.spec.moving_slots:
+            first, end = self._moving_geoms
+            wp.launch(
+                _flag_moving,
+                dim=self.d.naconmax,
+                inputs=[self.d.nacon, self.d.contact.worldid, self.d.contact.geom, first, end],
+                outputs=[self._moving_contact],
+            )
+
+    def _place_moving(self, frac: float) -> None:
+        """Moving slots at ``frac`` of their way through this control step (mocap positions)."""
+        m = self.spec.moving_slots
+        if m:
+            first = self.spec.num_obstacles - m  # mocap ids follow body order; moving bodies come last
+            wp.launch(
+                _place_moving,
+                dim=(self.num_worlds, m),
+                inputs=[self._move_start, self._move_end, frac, first],
+                outputs=[self.d.mocap_pos],
+            )
 
     def _cast(self) -> None:
         wp.launch(

@@ -18,6 +18,7 @@ from tensordict import TensorDict
 
 from navexp.sim import make_sim
 from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
+from navexp.sim.motion import Motion
 from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
 from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
@@ -84,10 +85,23 @@ class NavEnv(VecEnv):
         field_shape = (0, 0)
         if self.needs_path:
             field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
+        moving = self.layout_spec.moving
+        moving_slots = (moving.cylinder_slots, moving.box_slots) if moving is not None else (0, 0)
         self.layout = Layout.empty(
-            n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots, field_shape
+            n,
+            obst.cylinder_slots,
+            obst.box_slots,
+            dev,
+            self.layout_spec.wall_slots,
+            field_shape,
+            moving_slots,
         )
         """[N] the layout each world plays (its map family, seed and shortest path included)."""
+        self.motion = None
+        """The moving obstacles' motion (``env.dynamic``); None without moving slots."""
+        if moving is not None:
+            modes = moving.modes | self._scenario_modes()
+            self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -145,6 +159,8 @@ class NavEnv(VecEnv):
         action = self._process_actions(actions) * active.unsqueeze(-1)  # may refuse: nothing changed yet
         s.prev_action, s.action = s.action, action
         self._write_ctrl(s.action)
+        if self.motion is not None:
+            self.sim.move_obstacles(*self.motion.advance(active, self.layout))
         self.sim.step()
         self.faults.flag_overflow(self.sim.overflow)
         s.prev_goal_dist, s.prev_path_dist = s.goal_dist, s.path_dist
@@ -221,6 +237,12 @@ class NavEnv(VecEnv):
             self.layout_pool.refill()
 
     # -- internals --------------------------------------------------------------------------
+    def _scenario_modes(self) -> frozenset[int]:
+        """The motion codes a scenario file's moving entries use (none without a file)."""
+        if self.scenarios is None:
+            return frozenset()
+        return frozenset(int(c) for c in self.scenarios.mov_mode.unique().tolist() if c > 0)
+
     @property
     def _path_cell_m(self) -> float:
         """Cell of the occupancy grid the path check and the goal distance fields use."""
@@ -255,6 +277,8 @@ class NavEnv(VecEnv):
             layout = self.layout_pool.take(mask)
         self.layout.assign_where(mask, layout)
         self.sim.write_layouts(mask, layout)
+        if self.motion is not None:
+            self.motion.reset(mask, layout)
         s = self.state
         self.episode_length_buf.masked_fill_(mask, 0)
         self.episode_count += mask
@@ -278,6 +302,8 @@ class NavEnv(VecEnv):
         bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
         s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
         s.contact = sim.contact.bool()
+        if self.motion is not None:
+            s.moving_contact = sim.moving_contact.bool()
         if self.needs_clearance:
             dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
             direction = closest.squeeze(1) - s.pos_xy
@@ -304,14 +330,22 @@ class NavEnv(VecEnv):
             s.path_dist = torch.where(mask & ~self._path_read, start, s.path_dist)
             s.prev_path_dist = torch.where(mask, s.path_dist, s.prev_path_dist)
         s.contact = s.contact & ~mask
+        s.moving_contact = s.moving_contact & ~mask
 
     def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
         """The clean scan of every world and the policy's realistic one (random draws once per call);
         ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
         s = self.state
+        previous = s.scan
         s.scan_clean = self.sim.ranges.clone()
         s.min_scan = s.scan_clean.min(dim=1).values
         s.scan = self.lidar_realism(s.scan_clean, restart, advance)
+        if s.scan_history.shape[1]:
+            if advance:  # one step on: the scan before this one is the most recent earlier scan
+                s.scan_history = torch.cat((previous.unsqueeze(1), s.scan_history[:, :-1]), dim=1)
+            if restart is not None:  # a new episode has no past: its first scan fills the history
+                fill = s.scan.unsqueeze(1).expand_as(s.scan_history)
+                s.scan_history = torch.where(restart[:, None, None], fill, s.scan_history)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from navexp.sim.lidar import RealismSpec
 from navexp.task.maps.families import MapsCfg
+from navexp.task.maps.moving import DynamicCfg
 from navexp.task.maps.scenario_jitter import DEFAULT_GOAL_RADIUS_M
 
 
@@ -141,6 +142,8 @@ class EnvCfg:
     auto_reset: bool = True
     """Reset finished worlds inside step (training). False: hold them until reset() (evaluation)."""
     maps: MapsCfg = field(default_factory=MapsCfg)
+    dynamic: DynamicCfg = field(default_factory=DynamicCfg)
+    """Moving obstacles (``navexp.task.maps.moving``): none unless slots are given (``env=dynamic``)."""
     scenarios: str | None = None
     """Fixed-layout YAML (path, or a name in configs/scenarios/), or a ROS map_server map YAML (an
     occupancy grid, merged into wall slots); worlds cycle through its entries."""

@@ -94,6 +94,7 @@ def build_env_parts(cfg: Any) -> EnvParts:
     dims = env_dims(env_cfg, robot.num_actions)
     # Terms are resolved before anything else: a config error costs no layout draw and no kernel compile.
     obs_manager = ObservationManager(cfg.obs, dims, n, device)
+    dims.scan_history_steps = obs_manager.scan_history_steps
     reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, device)
     # The analytic nearest-surface query and the path distance run only while an active term
     # reads their result; the path distance needs every layout's goal distance field.

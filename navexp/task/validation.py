@@ -21,6 +21,7 @@ from navexp.task.env_cfg import RobotCfg
 from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
 from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
 from navexp.task.maps.grid_path import grid_shape
+from navexp.task.maps.moving import check_dynamic_cfg
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
 from navexp.task.robots import ROBOTS, robot_name
@@ -50,6 +51,8 @@ def validate_env_cfg(cfg: Any) -> None:
     _check_lidar(cfg.lidar, cfg.robot)
     _check_sim(cfg.sim)
     _check_episode(cfg)
+    if "dynamic" in cfg:  # absent in a checkpoint's config of before moving obstacles
+        check_dynamic_cfg(cfg.dynamic)
     if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
         _validate_maps(cfg)
     if cfg.get("scenarios"):

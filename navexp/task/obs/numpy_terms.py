@@ -99,6 +99,32 @@ def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) 
     return encode_scan(ranges, params.get("encoding", "linear"), params.get("log_min_m", 0.1), max_range)
 
 
+def check_history(frames: object, stride: object) -> None:
+    """ValueError naming the ``lidar_history`` term's param unless frames and stride are integers >= 1."""
+    for key, v in (("frames", frames), ("stride", stride)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(
+                f"obs.terms.lidar_history.params.{key}={v!r} is invalid; allowed: an integer >= 1"
+            )
+
+
+def history_steps(params: dict[str, Any]) -> int:
+    """Control steps of scans the ``lidar_history`` term with ``params`` looks back (frames x stride)."""
+    return int(params.get("frames", 3)) * int(params.get("stride", 1))
+
+
+@numpy_twin("lidar_history")
+def lidar_history(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """the frames earlier scans stride, 2 stride, ... steps ago (most recent first), each as lidar.
+
+    ``inputs["scan_history_m"]``: the earlier raw scans, most recent first, kept by ``NumpyPolicy``
+    (an episode's first steps repeat its first scan)."""
+    past = inputs["scan_history_m"]
+    stride, frames = int(params.get("stride", 1)), int(params.get("frames", 3))
+    scans = [past[k * stride - 1] for k in range(1, frames + 1)]
+    return np.concatenate([lidar({**inputs, "scan_m": scan}, params, meta) for scan in scans])
+
+
 @numpy_twin("goal_polar")
 def goal_polar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
     """[|g| / dist_scale_m, sin b, cos b]; g: goal (body frame), b = atan2(gy, gx)."""

@@ -16,6 +16,7 @@ from navexp.sim.layout import rotate_xy
 from navexp.task.obs import odom, route
 from navexp.task.obs.numpy_terms import (
     NUMPY_TWINS,
+    check_history,
     check_odom_params,
     check_route_params,
     check_scan_encoding,
@@ -63,6 +64,26 @@ def lidar(s: NavState, encoding: str = "linear", log_min_m: float = 0.1) -> torc
     below ``log_min_m`` reading 0 (6x the linear resolution between 0.2 and 0.3 m at 6 m range,
     where collisions are decided; ``navexp.task.obs.numpy_terms.encode_scan``)."""
     return encode_scan(s.scan, encoding, log_min_m, s.dims.max_range_m)
+
+
+def _history_width(params: dict, dims) -> int:
+    """``frames`` x B; checks frames and stride (integers >= 1) and the encoding when the config is built."""
+    check_history(params["frames"], params["stride"])
+    check_scan_encoding(params["encoding"], params["log_min_m"], dims.max_range_m)
+    return params["frames"] * dims.num_beams
+
+
+@obs_term("lidar_history", Provenance.DEPLOYABLE, _history_width, enabled=False)
+def lidar_history(
+    s: NavState, frames: int = 3, stride: int = 1, encoding: str = "linear", log_min_m: float = 0.1
+) -> torch.Tensor:
+    """[N, frames * B] the ``frames`` earlier scans ``stride``, 2 ``stride``, ... control steps ago (most
+    recent first), encoded as ``lidar``; an episode's first steps repeat its first scan. With ``lidar``
+    (the scan now) a policy sees how the scan moves: obstacles that move without privileged state.
+    Off by default (``obs.terms.lidar_history.enabled=true``; ``obs=dynamic`` turns it on)."""
+    idx = torch.arange(1, frames + 1, device=s.scan.device) * stride - 1
+    past = encode_scan(s.scan_history[:, idx], encoding, log_min_m, s.dims.max_range_m)
+    return past.reshape(past.shape[0], -1)
 
 
 @obs_term("goal_polar", Provenance.DEPLOYABLE, lambda p, d: 3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from navexp.task.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT, NavState
+from navexp.task.state import COLLISION, MOVING_COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT, NavState
 
 
 def compute_terminations(
@@ -19,8 +19,9 @@ def compute_terminations(
     """Set ``s.success/collision/out_of_bounds/time_out`` and ``s.reason`` in place.
 
     Priority: collision > out_of_bounds > success (a contact in the step that reaches the goal is a
-    failure); time_out only where nothing terminated. Inactive (held) worlds get no new event and
-    keep their latched reason.
+    failure); time_out only where nothing terminated. A collision that touched a moving obstacle ends
+    as ``moving_collision`` (``s.collision`` is set for both kinds). Inactive (held) worlds get no new
+    event and keep their latched reason.
     """
     s.collision = s.contact & active
     outside = (s.pos_xy[:, 0].abs() > half_x) | (s.pos_xy[:, 1].abs() > half_y)
@@ -34,6 +35,7 @@ def compute_terminations(
         (s.collision, COLLISION),
         (s.out_of_bounds, OUT_OF_BOUNDS),
         (s.time_out, TIME_OUT),
+        (s.collision & s.moving_contact, MOVING_COLLISION),
     ):
         reason = torch.where(flag, code, reason)
     s.reason = torch.where(active, reason, s.reason)
