@@ -170,18 +170,17 @@ def test_evaluate_cli_runs_a_suite_file_and_names_its_output(suite_run, tmp_path
     out.unlink()
 
 
+UNKNOWN_SUITE = r"suite='nope' is unknown; allowed: default \| dynamic \| families \| floorplans \| ood"
+
+
 def test_an_unknown_suite_fails_listing_the_shipped_ones(suite_run, tmp_path):
     """suite=nope in evaluate, and eval.suite=nope in training: ValueError naming it and listing
-    default | dynamic | families | ood, before any episode or run directory."""
+    default | dynamic | families | floorplans | ood, before any episode or run directory."""
     from navexp import evaluate
 
-    with pytest.raises(
-        ValueError, match=r"suite='nope' is unknown; allowed: default \| dynamic \| families \| ood"
-    ):
+    with pytest.raises(ValueError, match=UNKNOWN_SUITE):
         evaluate.main([f"checkpoint={suite_run}", "suite=nope"])
-    with pytest.raises(
-        ValueError, match=r"suite='nope' is unknown; allowed: default \| dynamic \| families \| ood"
-    ):
+    with pytest.raises(ValueError, match=UNKNOWN_SUITE):
         run(compose_config([*RUN, "eval.suite=nope"]), tmp_path / "x", RUN, quiet=True)
     assert not (tmp_path / "x").exists()
 
