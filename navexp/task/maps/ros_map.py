@@ -30,7 +30,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from navexp.sim.layout import Layout, nearest_obstacle
-from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, finite_number
+from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, finite_number, shown
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
@@ -101,7 +101,7 @@ def _is_num(v: object) -> bool:
 
 
 def _bad_key(file: Path, key: str, value: object) -> ValueError:
-    return ValueError(f"{file}: {key}={value!r} is invalid; {key} must be {MAP_ALLOWED[key]}")
+    return ValueError(f"{file}: {key}={shown(value)} is invalid; {key} must be {MAP_ALLOWED[key]}")
 
 
 def _threshold(file: Path, data: dict, key: str, default: float | None, upper_open: bool) -> float | None:
@@ -117,7 +117,7 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
     """Validate a map YAML's keys (each error names the file, key, value and what is allowed; a key not in
     ``MAP_ALLOWED`` is refused listing them) and read the image's size from its header, refusing more
     than ``MAX_MAP_PIXELS``; decodes no pixel."""
-    unknown = sorted(str(k) for k in data if k not in MAP_ALLOWED)
+    unknown = sorted(str(k)[:60] for k in data if k not in MAP_ALLOWED)
     if unknown:
         raise ValueError(f"{file}: map key(s) {unknown} unknown; allowed: {sorted(MAP_ALLOWED)}")
     for key in ("image", "resolution", "origin"):
@@ -151,7 +151,7 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
         raise _bad_key(file, "mode", data["mode"])
     image = (file.parent / name).resolve()
     if not image.is_file():
-        raise FileNotFoundError(f"{file}: image {name!r} not found at {image}")
+        raise FileNotFoundError(f"{file}: image {shown(name)} not found at {image}")
     size, origin_xy = _image_size(file, image), (float(origin[0]), float(origin[1]))
     return MapHeader(image, size, float(res), origin_xy, occ_t, free_t, bool(negate))
 

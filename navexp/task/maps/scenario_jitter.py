@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from navexp.sim.layout import Layout, obstacle_distance
+from navexp.sim.scenarios import shown
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec
 
@@ -81,9 +82,9 @@ def parse_jitter(where: str, entry: dict, index: int) -> Jitter | None:
         return None
     if not isinstance(raw, dict):
         raise ValueError(
-            f"{where}: jitter={raw!r} is invalid; jitter must be a mapping of {sorted(JITTER_ALLOWED)}"
+            f"{where}: jitter={shown(raw)} is invalid; jitter must be a mapping of {sorted(JITTER_ALLOWED)}"
         )
-    unknown = sorted(set(raw) - set(JITTER_ALLOWED))
+    unknown = sorted(str(k)[:60] for k in raw if k not in JITTER_ALLOWED)
     if unknown:
         raise ValueError(f"{where}: jitter key(s) {unknown} unknown; allowed: {sorted(JITTER_ALLOWED)}")
     if "cases" not in raw:
@@ -91,7 +92,7 @@ def parse_jitter(where: str, entry: dict, index: int) -> Jitter | None:
 
     def bad(key: str) -> ValueError:
         return ValueError(
-            f"{where}: jitter.{key}={raw[key]!r} is invalid; {key} must be {JITTER_ALLOWED[key]}"
+            f"{where}: jitter.{key}={shown(raw[key])} is invalid; {key} must be {JITTER_ALLOWED[key]}"
         )
 
     vals = {}
