@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,86 @@ def test_entry_names_and_values_are_cut_in_messages(tmp_path, text, message):
         load_scenario_file(path, ROOM_SPEC, MapSpec())
     assert str(path) in str(e.value) and message in str(e.value), str(e.value)
     assert len(str(e.value)) < 300 + len(str(path)), len(str(e.value))
+
+
+# -- row 2: a jitter that can never be satisfied ----------------------------------------------------
+
+BOX_WALLS = [
+    "{kind: wall, x: 2.0, y: 0.7, half_x: 0.8, half_y: 0.1}",
+    "{kind: wall, x: 2.0, y: -0.7, half_x: 0.8, half_y: 0.1}",
+    "{kind: wall, x: 1.3, y: 0.0, half_x: 0.1, half_y: 0.8}",
+    "{kind: wall, x: 2.7, y: 0.0, half_x: 0.1, half_y: 0.8}",
+]
+"""Four walls closing a 1.2 m x 1.2 m box (inside x in [1.4, 2.6], y in [-0.6, 0.6]) around the goal
+(2, 0); the last one is its right side."""
+
+
+def _boxed(tmp_path: Path, walls: list[str], cases: int) -> Path:
+    """One entry: start (-2, 0) +- 0.5 m in the open room, goal (2, 0) +- 0.2 m inside the box (every goal
+    keeps 0.4 m >= 0.35 m from the walls: clear), ``cases`` cases."""
+    path = tmp_path / "boxed.yaml"
+    path.write_text(
+        "scenarios:\n  - name: boxed\n    robot: {x: -2.0, y: 0.0}\n    goal: {x: 2.0, y: 0.0}\n"
+        f"    obstacles: [{', '.join(walls)}]\n"
+        f"    jitter: {{xy_m: 0.5, goal_xy_m: 0.2, cases: {cases}, seed: 0}}\n"
+    )
+    return path
+
+
+def test_a_boxed_in_goal_is_refused_before_any_case_is_drawn(tmp_path, monkeypatch):
+    """Goal region inside a closed box, cases=4096: refused in one line naming the file, the entry and
+    both regions, before a single case's free path is checked (the spy on the jitter's shortest_paths
+    must not run; before: 32 rounds of 4096 path checks, past 5 minutes, silently). The same box with a
+    door is not refused: its cases load."""
+    from conftest import ROOM_SPEC
+
+    from navexp.task.maps import scenario_jitter
+    from navexp.task.maps.families import MapSpec
+    from navexp.task.maps.scenario_files import load_scenario_file
+
+    def spy(*args, **kwargs):
+        raise AssertionError("a case's free path was checked: impossibility was not decided first")
+
+    monkeypatch.setattr(scenario_jitter, "shortest_paths", spy)
+    path = _boxed(tmp_path, BOX_WALLS, 4096)
+    with pytest.raises(ValueError) as e:
+        load_scenario_file(path, replace(ROOM_SPEC, wall_slots=4), MapSpec())
+    msg = str(e.value)
+    assert msg.startswith(f"{path} scenario 0 (boxed): jitter can never give a valid case: "), msg
+    assert (
+        "no goal within goal_xy_m=0.2 m of (2, 0) can be reached from any start within xy_m=0.5 m of " in msg
+    )
+    assert "before drawing any of the cases=4096" in msg and "\n" not in msg
+
+    # The box without its right wall (a 1.2 m door on the far side) passes the check and its 4 cases
+    # load, each path longer than its straight line by over 1 m (around the box).
+    monkeypatch.undo()
+    lay = load_scenario_file(_boxed(tmp_path, BOX_WALLS[:3], 4), replace(ROOM_SPEC, wall_slots=4), MapSpec())
+    assert lay.num_worlds == 4
+    straight = (lay.robot_xy - lay.goal_xy).norm(dim=1)
+    assert bool((lay.shortest_path_m > straight + 1.0).all()), (lay.shortest_path_m, straight)
+
+
+def test_a_long_jitter_draw_prints_its_progress(tmp_path, monkeypatch, capsys):
+    """A draw past ``PROGRESS_AFTER_S`` (set to -1 here: from the first round) prints one line a round:
+    a start region with no clear point (the start 0.25 m from a wall, xy_m=0.01) finds 0 of 4 cases in
+    each of the 32 rounds, so 32 progress lines come before the error."""
+    from conftest import ROOM_SPEC
+
+    from navexp.task.maps import scenario_jitter
+    from navexp.task.maps.families import MapSpec
+    from navexp.task.maps.scenario_files import load_scenario_file
+
+    monkeypatch.setattr(scenario_jitter, "PROGRESS_AFTER_S", -1.0)
+    path = tmp_path / "tight.yaml"
+    path.write_text(
+        "scenarios:\n  - name: tight\n    robot: {x: -3.75, y: 0.0}\n    goal: {x: 2.0, y: 0.0}\n"
+        "    jitter: {xy_m: 0.01, cases: 4}\n"
+    )
+    with pytest.raises(ValueError, match="jitter found 0 of cases=4 valid cases in 128 draws"):
+        load_scenario_file(path, ROOM_SPEC, MapSpec())
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "jitter:" in ln]
+    assert len(lines) == 32, lines
+    assert lines[0].startswith(
+        f"[navexp] {path} scenario 0 (tight): jitter: 0 of cases=4 valid cases after round 1 of 32"
+    )
