@@ -212,3 +212,38 @@ def test_a_long_jitter_draw_prints_its_progress(tmp_path, monkeypatch, capsys):
     assert lines[0].startswith(
         f"[navexp] {path} scenario 0 (tight): jitter: 0 of cases=4 valid cases after round 1 of 32"
     )
+
+
+# -- row 12: 16-bit PGM maps ----------------------------------------------------
+
+MAP_KEYS = (
+    "image: m.pgm\nresolution: 0.5\norigin: [0.0, 0.0, 0.0]\noccupied_thresh: 0.65\nfree_thresh: 0.196\n"
+)
+"""A map of 0.5 m pixels at the origin with map_saver's thresholds."""
+
+
+def _pgm_map(tmp_path: Path, pgm: bytes) -> Path:
+    """``m.yaml`` (``MAP_KEYS``, 4 sampled pairs) beside the raw PGM bytes ``m.pgm``."""
+    (tmp_path / "m.pgm").write_bytes(pgm)
+    path = tmp_path / "m.yaml"
+    path.write_text(MAP_KEYS + "num_pairs: 4\n")
+    return path
+
+
+def test_a_16_bit_pgm_is_read_at_its_own_depth(tmp_path):
+    """A 2 x 2 PGM of maxval 65535 (big-endian 16-bit values): 65279 is p = 256 / 65535 = 0.0039 (free,
+    below free_thresh 0.196), 52685 is p = 12850 / 65535 = 0.19608 (unknown: between 0.196 and 0.65),
+    0 is p = 1 (occupied), 26214 is p = 39321 / 65535 = 0.6 (unknown). Blocked: all but the free pixel;
+    occupied: only 0. (Before: clamped to 8 bits, every value above 255 read 255, free: 52685 and 26214
+    read as free space.)"""
+    import numpy as np
+    import yaml
+
+    from navexp.task.maps.ros_map import read_blocked, read_map_header, read_occupancy
+
+    values = np.array([[65279, 52685], [0, 26214]], dtype=">u2")  # row 0 is the top of the image
+    path = _pgm_map(tmp_path, b"P5\n2 2\n65535\n" + values.tobytes())
+    header = read_map_header(path, yaml.safe_load(path.read_text()))
+    # Rows flip: row 0 of the grid is the lowest y, the image's bottom row (0, 26214).
+    assert read_blocked(path, header).tolist() == [[True, True], [False, True]]
+    assert read_occupancy(path, header).tolist() == [[True, False], [False, False]]

@@ -176,14 +176,36 @@ def _image_size(file: Path, image: Path) -> tuple[int, int]:
     return w, h
 
 
-def _occupancy_probability(file: Path, header: MapHeader) -> np.ndarray:
-    """Occupancy probability [H, W] (row 0 at the lowest y) of a validated map's pixels."""
+WIDE_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N")
+"""Pillow's modes of a 16-bit grey image (a PGM with maxval > 255 opens as ``I``, scaled to 0-65535; a
+16-bit PNG as ``I;16`` or ``I``): read at their own depth, a value v is the shade v / 65535."""
+
+
+def _grey_values(file: Path, header: MapHeader) -> tuple[np.ndarray, float]:
+    """Each pixel's grey value [H, W] at the image's own depth and that depth's full scale: 255 for 8-bit
+    images (colour ones through Pillow's grey conversion), 65535 for 16-bit ones (``WIDE_MODES``), so the
+    thresholds apply to the value normalised by its own scale, as nav2's map_server does; a wide image
+    with values outside 0-65535 is refused naming the file."""
     try:
         with Image.open(header.image) as im:
-            pixels = np.asarray(im.convert("L"), dtype=np.float64)
-    except OSError as e:  # a truncated image: its header promised more pixels than it holds
+            if im.mode not in WIDE_MODES:
+                return np.asarray(im.convert("L"), dtype=np.float64), 255.0
+            values = np.asarray(im, dtype=np.float64)
+    except (OSError, ValueError) as e:  # a truncated image: its header promised more pixels than it holds
         raise ValueError(f"{file}: image {header.image.name!r} could not be decoded ({e})") from None
-    p = pixels / 255.0 if header.negate else (255.0 - pixels) / 255.0
+    if values.size and (values.min() < 0 or values.max() > 65535):
+        raise ValueError(
+            f"{file}: image {header.image.name!r} holds values in [{values.min():g}, {values.max():g}]; "
+            "allowed: an 8-bit or 16-bit grey image (0-255 or 0-65535)"
+        )
+    return values, 65535.0
+
+
+def _occupancy_probability(file: Path, header: MapHeader) -> np.ndarray:
+    """Occupancy probability [H, W] (row 0 at the lowest y) of a validated map's pixels: p = v / full with
+    ``negate``, else (full - v) / full (``_grey_values``: 8-bit and 16-bit images alike)."""
+    values, full = _grey_values(file, header)
+    p = values / full if header.negate else (full - values) / full
     return p[::-1].copy()
 
 
