@@ -214,7 +214,7 @@ def test_a_long_jitter_draw_prints_its_progress(tmp_path, monkeypatch, capsys):
     )
 
 
-# -- row 12: 16-bit PGM maps ----------------------------------------------------
+# -- rows 12 and 13: 16-bit and garbage PGM maps ----------------------------------------------------
 
 MAP_KEYS = (
     "image: m.pgm\nresolution: 0.5\norigin: [0.0, 0.0, 0.0]\noccupied_thresh: 0.65\nfree_thresh: 0.196\n"
@@ -247,3 +247,20 @@ def test_a_16_bit_pgm_is_read_at_its_own_depth(tmp_path):
     # Rows flip: row 0 of the grid is the lowest y, the image's bottom row (0, 26214).
     assert read_blocked(path, header).tolist() == [[True, True], [False, True]]
     assert read_occupancy(path, header).tolist() == [[True, False], [False, False]]
+
+
+def test_a_pgm_with_a_garbage_header_fails_naming_the_file(tmp_path):
+    """``P5 abc def``: the entry-name reader and the loader each fail in one ValueError line naming the map
+    YAML and its image (before: "invalid literal for int() with base 10: b'abc'", naming no file)."""
+    from conftest import ROOM_SPEC
+
+    from navexp.task.maps.families import MapSpec
+    from navexp.task.maps.scenario_files import load_scenario_file, scenario_entry_names
+
+    path = _pgm_map(tmp_path, b"P5 abc def\n255\n" + bytes(4))
+    for read in (lambda: scenario_entry_names(path), lambda: load_scenario_file(path, ROOM_SPEC, MapSpec())):
+        with pytest.raises(ValueError) as e:
+            read()
+        msg = str(e.value)
+        assert msg.startswith(f"{path}: image 'm.pgm' is not a readable PGM/PNG image ("), msg
+        assert "\n" not in msg

@@ -166,7 +166,7 @@ def _image_size(file: Path, image: Path) -> tuple[int, int]:
                 w, h = im.size
     except Image.DecompressionBombError as e:  # above twice PIL's limit: it refuses before we see the size
         raise ValueError(f"{file}: image {image.name!r} is too large ({e}), above {limit}") from None
-    except (UnidentifiedImageError, OSError) as e:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:  # ValueError: a garbage header
         raise ValueError(f"{file}: image {image.name!r} is not a readable PGM/PNG image ({e})") from None
     if w * h > MAX_MAP_PIXELS:
         raise ValueError(
