@@ -29,6 +29,7 @@ from pathlib import Path
 
 from navexp.analysis.benchmark import bench_ppo, bench_slots, bench_worlds, format_table, machine
 from navexp.config.cli import parse_command_line, run_tool
+from navexp.learn.cores import shares_cores
 from navexp.sim import resolve_device
 
 
@@ -48,6 +49,7 @@ def parse_args(argv: list[str]) -> dict:
     return parse_command_line(argv, opts, usage, overrides=False, about=__doc__).options
 
 
+@shares_cores  # torch threads and the MuJoCo pool: this process's share of the cores
 def main(argv: list[str] | None = None) -> dict:
     opts = parse_args(list(sys.argv[1:] if argv is None else argv))
     device = resolve_device(opts["device"])

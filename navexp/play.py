@@ -26,6 +26,7 @@ from navexp.config.cli import parse_command_line, run_tool
 from navexp.config.run_config import load_run_config
 from navexp.config.suites import check_scenario_episodes
 from navexp.learn.checkpoint import load_policy
+from navexp.learn.cores import shares_cores
 from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 
 OPTIONS = {
@@ -95,6 +96,7 @@ def check_play_folder(out: Path, run_dir: Path) -> None:
         raise ValueError(f"out={str(out)!r} cannot be made: {e.strerror}") from None
 
 
+@shares_cores  # torch threads and the MuJoCo pool: this process's share of the cores
 def main(argv: list[str] | None = None) -> dict:
     """CLI: replay ``episodes`` held-out episodes of a checkpoint; write plots, metrics and trajectories."""
     argv = list(sys.argv[1:] if argv is None else argv)
