@@ -34,8 +34,9 @@ from navexp.learn.distributed import cpu_count_limited
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_HELD: dict[Path, list] = {}
-"""This process's registrations, per registry directory: [the locked file, how many HostShares hold it]."""
+_HELD: dict[tuple[int, Path], list] = {}
+"""This process's registrations, per (pid, registry directory): [the locked file, how many HostShares hold
+it]. Keyed by pid too, so a forked child registers itself rather than counting on its parent's file."""
 
 
 def usable_cores() -> int:
@@ -73,12 +74,13 @@ class HostShare:
         if not self.enabled:
             return self
         self._path = self.dir / str(os.getpid())
-        held = _HELD.get(self.dir)
+        self._key = (os.getpid(), self.dir)
+        held = _HELD.get(self._key)
         if held is None:  # this process's first registration here (a nested one shares its file)
             self.dir.mkdir(parents=True, exist_ok=True)
             f = open(self._path, "w")  # noqa: SIM115 - held while any registration of this process lives
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = _HELD[self.dir] = [f, 0]
+            held = _HELD[self._key] = [f, 0]
         held[1] += 1
         self._file = held[0]
         return self
@@ -86,10 +88,10 @@ class HostShare:
     def __exit__(self, *exc) -> None:
         if self._file is None:
             return
-        held = _HELD[self.dir]
+        held = _HELD[self._key]
         held[1] -= 1
         if held[1] == 0:  # the process's last registration here: unregister
-            del _HELD[self.dir]
+            del _HELD[self._key]
             self._path.unlink(missing_ok=True)
             self._file.close()
         self._file = None
