@@ -75,10 +75,12 @@ class EvaluationLoop:
                     raise RuntimeError(f"{' '.join(self.cmd)} failed:\n{text}")
 
     def start(self) -> EvaluationLoop:
-        """Start the loop and wait until its first evaluation is registered (up to 60 s)."""
+        """Start the loop and wait until its first evaluation is registered (up to 60 s; 20 s without
+        sharing, where nothing registers)."""
         self._thread.start()
         cores = Path(self.tmp) / "cores"
-        deadline = time.monotonic() + 60
+        wait_s = 60 if self.env["NAVEXP_SHARE_CORES"] == "1" else 20
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and not (cores.is_dir() and any(cores.iterdir())):
             time.sleep(0.5)
         return self
