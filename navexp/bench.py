@@ -41,6 +41,7 @@ from pathlib import Path
 from navexp.analysis import benchmark as bm
 from navexp.analysis.warmup import ROBOTS, warm_up, warmup_lines
 from navexp.config.cli import parse_command_line, run_tool
+from navexp.learn.cores import shares_cores
 from navexp.sim import resolve_device
 
 
@@ -100,6 +101,7 @@ def ppo(argv: list[str]) -> dict:
 MODES = {"warmup": warmup, "ppo": ppo}
 
 
+@shares_cores  # torch threads and the MuJoCo pool: this process's share of the cores
 def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in MODES:

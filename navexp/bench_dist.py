@@ -4,6 +4,7 @@ measured side by side in one run.
     python -m navexp.bench_dist [nproc=1,2] [num_envs=256] [iterations=8] [repeats=1] [device=cpu]
                                 [out=outputs/bench_dist.json] [-- <more navexp.train overrides>]
     python -m navexp.bench_dist concurrent=1,2,4 [share=on,off] [num_envs=256] [iterations=8] ...
+    python -m navexp.bench_dist beside=evaluate [share=on,off] [num_envs=256] [iterations=12] ...
 
 For each process count N this starts ``torchrun --standalone --nproc_per_node=N -m navexp.train``
 twice: with ``env.num_envs=num_envs`` per rank (N x the worlds, N x the transitions per iteration)
@@ -20,7 +21,9 @@ sweep trials under ``n_jobs=K``, or K users on one host), ``num_envs`` worlds ea
 one's median steps/s over iterations 2..last, their sum, and the sum against one training alone.
 ``share=on`` is navexp's default (each training takes its share of the cores,
 navexp/learn/cores.py); ``share=off`` sets ``NAVEXP_SHARE_CORES=0`` so each takes every core.
-"""
+
+``beside=evaluate``: one training alone, then beside ``navexp.evaluate`` (dense, 400 episodes, in a loop),
+per ``share``: its steps/s in both and their ratio (navexp.analysis.bench_beside; fair: 0.5x on 2 cores)."""
 
 from __future__ import annotations
 
@@ -32,13 +35,21 @@ from pathlib import Path
 
 import torch
 
+from navexp.analysis.bench_beside import beside_rows, beside_table
 from navexp.analysis.benchmark import concurrent_table, measure, measure_concurrent, table
 from navexp.config.cli import parse_command_line, run_tool
 
 
 def parse_args(argv: list[str]) -> tuple[dict, list[str]]:
     """``key=value`` options, then everything after ``--`` as training overrides."""
-    opts = {"nproc": "1,2", "concurrent": "", "share": "on", "num_envs": "256", "iterations": "8"}
+    opts = {
+        "nproc": "1,2",
+        "concurrent": "",
+        "beside": "",
+        "share": "on",
+        "num_envs": "256",
+        "iterations": "8",
+    }
     opts |= {"repeats": "1", "device": "cpu", "out": ""}
 
     extra: list[str] = []
@@ -54,6 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
     envs, its = int(opts["num_envs"]), int(opts["iterations"])
     if opts["concurrent"]:
         return concurrent(opts, envs, its, extra)
+    if opts["beside"]:
+        return beside(opts, envs, its, extra)
     nprocs = [int(x) for x in opts["nproc"].split(",")]
     # Per N: envs per rank (N x the worlds) and envs / N per rank (the same worlds); 1 process runs
     # every total that occurs, so each row has a 1-process reference with as many worlds.
@@ -71,14 +84,31 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-def concurrent(opts: dict, envs: int, its: int, extra: list[str]) -> dict:
-    """K trainings at once for each K in ``concurrent``, with and/or without core sharing."""
-    ks = [int(x) for x in opts["concurrent"].split(",")]
+def _shares(opts: dict) -> list[bool]:
+    """``share=on``, ``off`` or ``on,off`` as booleans."""
     shares = []
     for word in opts["share"].split(","):
         if word not in ("on", "off"):
             raise ValueError(f"share={word!r}: expected on, off or on,off")
         shares.append(word == "on")
+    return shares
+
+
+def beside(opts: dict, envs: int, its: int, extra: list[str]) -> dict:
+    """A training alone and beside an evaluation loop, for each ``share``, ``repeats`` rounds."""
+    if opts["beside"] != "evaluate":
+        raise ValueError(f"beside={opts['beside']!r}: expected evaluate")
+    rows = beside_rows(_shares(opts), int(opts["repeats"]), envs, its, opts["device"], extra)
+    result = {"command": _command(opts), "machine": _machine(), "extra_overrides": extra, "rows": rows}
+    print(beside_table(rows))
+    _write(opts["out"], result)
+    return result
+
+
+def concurrent(opts: dict, envs: int, its: int, extra: list[str]) -> dict:
+    """K trainings at once for each K in ``concurrent``, with and/or without core sharing."""
+    ks = [int(x) for x in opts["concurrent"].split(",")]
+    shares = _shares(opts)
     rows = []
     for k in range(int(opts["repeats"])):
         for share in shares:

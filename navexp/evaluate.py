@@ -27,6 +27,7 @@ from navexp.config.run_config import load_run_config
 from navexp.config.suites import check_evaluation, check_scenarios_played
 from navexp.experiment.console import third_party_warnings
 from navexp.learn.checkpoint import load_policy, write_atomic
+from navexp.learn.cores import shares_cores
 
 USAGE = (
     "python -m navexp.evaluate checkpoint=<run dir or model_<it>.pt> [suite=<name>] [out=path.json] "
@@ -34,6 +35,7 @@ USAGE = (
 )
 
 
+@shares_cores  # torch threads and the MuJoCo pool: this process's share of the cores
 def main(argv: list[str] | None = None) -> dict:
     """CLI: ``checkpoint=<path>`` [``out=<path>``] plus Hydra overrides; prints and writes the metrics."""
     args = parse_command_line(

@@ -28,6 +28,7 @@ from navexp.config.run_config import load_run_config
 from navexp.config.suites import check_scenario_episodes
 from navexp.experiment.console import third_party_warnings
 from navexp.learn.checkpoint import load_policy
+from navexp.learn.cores import shares_cores
 from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 
 OPTIONS = {
@@ -97,6 +98,7 @@ def check_play_folder(out: Path, run_dir: Path) -> None:
         raise ValueError(f"out={str(out)!r} cannot be made: {e.strerror}") from None
 
 
+@shares_cores  # torch threads and the MuJoCo pool: this process's share of the cores
 def main(argv: list[str] | None = None) -> dict:
     """CLI: replay ``episodes`` held-out episodes of a checkpoint; write plots, metrics and trajectories."""
     argv = list(sys.argv[1:] if argv is None else argv)

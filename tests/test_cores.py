@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import NO_MEDIA, TINY
 
@@ -103,3 +104,83 @@ def test_sharing_off_keeps_the_start_threads_and_a_cap_is_kept(tmp_path, monkeyp
             assert host.apply(quiet=True) == 4
     finally:
         torch.set_num_threads(before)
+
+
+class _Seen(Exception):
+    """Raised by a spy once it has recorded what the tool runs with (no episode needs to run)."""
+
+
+@pytest.mark.parametrize(
+    "tool, spied, argv",
+    [
+        ("navexp.evaluate", "evaluate_suite", ["out={tmp}/e.json"]),
+        ("navexp.play", "evaluate", ["out={tmp}/play"]),
+        ("navexp.bench", "bench_worlds", ["num_envs=4", "steps=2", "backends=mujoco", "slots=none"]),
+    ],
+)
+def test_evaluate_play_and_bench_take_part_in_the_core_sharing(
+    tiny_run, tmp_path, monkeypatch, tool, spied, argv
+):
+    """With one other registered process on a 2-core budget, ``navexp.evaluate``, ``navexp.play`` and
+    ``navexp.bench`` register too while they run (2 live processes), take 2 // 2 = 1 torch thread and size
+    the MuJoCo rollout pool from os.cpu_count() = 1; at their end only the other one is left (before:
+    they never registered and took every core beside a training)."""
+    import importlib
+
+    module = importlib.import_module(tool)
+    cores_dir = tmp_path / "cores"
+    monkeypatch.setenv("NAVEXP_CORES_DIR", str(cores_dir))
+    monkeypatch.setattr(cores, "usable_cores", lambda: 2)
+    seen = {}
+
+    def spy(*args, **kwargs):
+        seen.update(processes=HostShare(cores_dir).trainings(), threads=torch.get_num_threads())
+        seen["cpu_count"] = os.cpu_count()
+        raise _Seen
+
+    monkeypatch.setattr(module, spied, spy)
+    run_dir = tiny_run(TINY)
+    other = holder(cores_dir)
+    before = torch.get_num_threads()
+    try:
+        args = [a.format(tmp=tmp_path) for a in argv]
+        with pytest.raises(_Seen):
+            module.main(args if tool == "navexp.bench" else [f"checkpoint={run_dir}", *args])
+        assert seen == {"processes": 2, "threads": 1, "cpu_count": 1}
+        assert sorted(p.name for p in cores_dir.iterdir()) == [str(other.pid)]
+    finally:
+        other.kill()
+        other.wait()
+        torch.set_num_threads(before)
+
+
+def test_nested_registrations_of_one_process_count_once(tmp_path):
+    """A training's registration inside an evaluation's (or trials one after another in one sweeper
+    process) share one file: one live process while nested, the file kept until the outer one ends
+    (before: the inner one's flock on the process's own file failed with BlockingIOError)."""
+    with HostShare(tmp_path) as outer:
+        with HostShare(tmp_path) as inner:
+            assert inner.trainings() == 1 and outer.trainings() == 1
+            assert [p.name for p in tmp_path.iterdir()] == [str(os.getpid())]
+        assert (tmp_path / str(os.getpid())).exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_dist_beside_reports_the_training_against_its_solo_speed():
+    """``beside=evaluate`` rows: 6536 steps/s alone, 3268 beside the evaluation -> 0.50x (the fair share
+    on 2 cores), 1549 without sharing -> 0.24x; ``beside=`` anything else is refused naming the value."""
+    from navexp import bench_dist
+    from navexp.analysis.bench_beside import beside_table
+
+    rows = [
+        {"round": 1, "share": True, "steps_per_s_alone": 6536, "steps_per_s_beside_evaluation": 3268},
+        {"round": 1, "share": False, "steps_per_s_alone": 6536, "steps_per_s_beside_evaluation": 1549},
+    ]
+    for r in rows:
+        r.update(ratio=r["steps_per_s_beside_evaluation"] / r["steps_per_s_alone"], learn_s_alone=0.8)
+        r.update(learn_s_beside=1.6, evaluations_finished=2)
+    lines = beside_table(rows).splitlines()
+    assert lines[2] == "| 1 | yes | 6536 | 3268 | **0.50x** | 0.80 | 1.60 | 2 |"
+    assert lines[3] == "| 1 | no | 6536 | 1549 | **0.24x** | 0.80 | 1.60 | 2 |"
+    with pytest.raises(ValueError, match=r"beside='train': expected evaluate"):
+        bench_dist.main(["beside=train"])

@@ -35,6 +35,20 @@ class RunDirBusyError(RuntimeError):
     """The run directory is owned by another live training (or one on another host)."""
 
 
+class RunDirUnwritableError(RuntimeError):
+    """The run directory cannot be made or written (a read-only filesystem, no permission, a file in
+    its path)."""
+
+
+def _unwritable(run_dir: Path, e: OSError) -> RunDirUnwritableError:
+    """One line naming the run directory, the OS's reason and the path it refused."""
+    where = f" ({e.filename})" if e.filename and str(e.filename) != str(run_dir) else ""
+    return RunDirUnwritableError(
+        f"run directory {run_dir} cannot be written: {e.strerror or e}{where}; choose a writable "
+        "directory (hydra.run.dir=...); nothing was written"
+    )
+
+
 def _pid_alive(pid: int) -> bool:
     """Whether a process with ``pid`` exists on this host."""
     try:
@@ -63,9 +77,12 @@ class RunDirLock:
     def acquire(self) -> RunDirLock:
         """Claim the directory; raise RunDirBusyError naming the owner when another run holds it."""
         self._created = not self.run_dir.exists()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         for _ in range(3):  # the file may be unlinked by its releasing owner between open and flock
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # a read-only filesystem, no permission, a file in the path: one line, nothing written
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise _unwritable(self.run_dir, e) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
@@ -238,7 +255,14 @@ class RunDirGuard(Callback):
             except BaseException:
                 lock.release()
                 raise
-        except (RunDirBusyError, FileExistsError, FileNotFoundError, ValueError, TypeError) as e:
+        except (
+            RunDirBusyError,
+            RunDirUnwritableError,
+            FileExistsError,
+            FileNotFoundError,
+            ValueError,
+            TypeError,
+        ) as e:
             # Hydra turns a callback's Exception into a warning and runs on; SystemExit stops it.
             raise SystemExit(f"Error: {e}") from None
         _held_by_guard[run_dir.resolve()] = lock

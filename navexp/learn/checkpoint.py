@@ -247,9 +247,11 @@ def write_averaged_policy(run_dir: Path, n: int, last: str | Path | None = None)
 def check_resume_source(ckpt: dict, cfg) -> None:
     """What a resume needs of its checkpoint, checked before anything is built or written: a training
     state (not an averaged policy) of this config's ``ppo.policy.model``, no further on than
-    ``ppo.max_iterations`` (else the run would record a budget below what its policy trained); a model
+    ``ppo.max_iterations`` (else the run would record a budget below what its policy trained), of this
+    config's robot (``robot=diffdrive`` on a holonomic run: refused before any env is built); a model
     mismatch names the run's recipe when this launch composes another one."""
     check_not_averaged(ckpt)
+    check_robot(ckpt, str(cfg.env.robot.name))
     trained = int(ckpt.get("iter", -1)) + 1
     if int(cfg.ppo.max_iterations) < trained:
         raise ValueError(

@@ -1,27 +1,42 @@
-"""Trainings side by side share the machine's cores instead of spin-waiting against each other.
+"""navexp processes side by side share the machine's cores instead of spin-waiting against each other.
 
-Every training process (a plain run, a sweep trial under any launcher, a torchrun rank) registers in
-a per-user directory on this host (``$NAVEXP_CORES_DIR``, else ``<tmp>/navexp-cores-<uid>``) by
-holding an exclusive ``flock`` on the file ``<pid>``. A process killed with kill -9 drops its lock,
-so the count of held locks is the number of live trainings. Each takes ``usable cores // trainings``
-torch threads (at least 1) at its start and re-checks after every PPO iteration, so a training
-started alone gives up cores when others start, and takes them back when they end. The classic
-MuJoCo backend's rollout pool is sized from the share at the start. torch's OpenMP threads spin
-while they wait for work: two processes with all cores each ran 20x slower on 2 cores, not 2x.
+Every navexp process that runs torch or the MuJoCo thread pool (a training: a plain run, a sweep
+trial under any launcher, a torchrun rank; an evaluation, a play, a bench: ``shares_cores``) registers
+in a per-user directory on this host (``$NAVEXP_CORES_DIR``, else ``<tmp>/navexp-cores-<uid>``) by
+holding an exclusive ``flock`` on the file ``<pid>``, once per process however many registrations it
+nests (a training's final evaluation, trials run one after another in a sweeper's process). A process
+killed with kill -9 drops its lock, so the count of held locks is the number of live navexp
+processes. Each takes ``usable cores // processes`` torch threads (at least 1) at its start; a training
+re-checks after every PPO iteration, so a training started alone gives up cores when an evaluation or
+another training starts, and takes them back when they end. The classic MuJoCo backend's rollout pool
+is sized from the share at the start. torch's OpenMP threads spin while they wait for work: two
+processes with all cores each ran 20x slower on 2 cores, not 2x.
 
-``NAVEXP_SHARE_CORES=0`` turns this off: every training takes all usable cores, as before (for a
+``NAVEXP_SHARE_CORES=0`` turns this off: every process takes all usable cores, as before (for a
 process pinned by its own ``OMP_NUM_THREADS``/``taskset``, or to measure the difference:
-``python -m navexp.bench_dist concurrent=1,2,4 share=on,off``).
+``python -m navexp.bench_dist concurrent=1,2,4 share=on,off``,
+``python -m navexp.bench_dist beside=evaluate share=on,off``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
+
+from navexp.learn.distributed import cpu_count_limited
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_HELD: dict[tuple[int, Path], list] = {}
+"""This process's registrations, per (pid, registry directory): [the locked file, how many HostShares hold
+it]. Keyed by pid too, so a forked child registers itself rather than counting on its parent's file."""
 
 
 def usable_cores() -> int:
@@ -58,20 +73,32 @@ class HostShare:
     def __enter__(self) -> HostShare:
         if not self.enabled:
             return self
-        self.dir.mkdir(parents=True, exist_ok=True)
         self._path = self.dir / str(os.getpid())
-        self._file = open(self._path, "w")  # noqa: SIM115 - held for the whole training
-        fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._key = (os.getpid(), self.dir)
+        held = _HELD.get(self._key)
+        if held is None:  # this process's first registration here (a nested one shares its file)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            f = open(self._path, "w")  # noqa: SIM115 - held while any registration of this process lives
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = _HELD[self._key] = [f, 0]
+        held[1] += 1
+        self._file = held[0]
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._file is not None:
+        if self._file is None:
+            return
+        held = _HELD[self._key]
+        held[1] -= 1
+        if held[1] == 0:  # the process's last registration here: unregister
+            del _HELD[self._key]
             self._path.unlink(missing_ok=True)
             self._file.close()
-            self._file = None
+        self._file = None
 
     def trainings(self) -> int:
-        """Live registered trainings on this host, this one included; files of dead ones are removed."""
+        """Live registered navexp processes (trainings, evaluations, plays, benches) on this host, this one
+        included; files of dead ones are removed."""
         live = 0
         for path in self.dir.iterdir():
             if self._file is not None and path == self._path:
@@ -100,7 +127,7 @@ class HostShare:
             torch.set_num_threads(threads)
             if not quiet and self.threads is not None:
                 print(
-                    f"[navexp] {self.trainings()} trainings on this host: {threads} torch thread(s)",
+                    f"[navexp] {self.trainings()} navexp processes on this host: {threads} torch thread(s)",
                     flush=True,
                 )
             self.threads = threads
@@ -111,3 +138,18 @@ class HostShare:
         sharing off: the threads stay as set at the start)."""
         if self.enabled:
             self.apply()
+
+
+def shares_cores(fn: F) -> F:
+    """Decorate a tool's ``main`` (evaluate, play, bench) so its process takes part in the core sharing:
+    registered while ``fn`` runs, torch's threads set to its share and the classic MuJoCo rollout pools
+    built meanwhile sized to it (nothing changes with ``NAVEXP_SHARE_CORES=0``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with HostShare() as host:
+            threads = host.apply(quiet=True)
+            with cpu_count_limited(threads if host.enabled else None):
+                return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -23,6 +23,7 @@ the allowed ones, a malformed entry fails in one line naming the file, the entry
 from __future__ import annotations
 
 import math
+import reprlib
 from pathlib import Path
 
 import torch
@@ -54,20 +55,69 @@ ENTRY_SHAPE = (
 """A scenario entry's shape, as the errors state it."""
 
 
-def _shown(value: object) -> str:
-    """``repr(value)`` cut to 60 characters, so an error stays one readable line."""
-    r = repr(value)
+MAX_YAML_VALUES = 1_000_000
+"""Most values (mappings, lists, keys and scalars) a scenario or map YAML may expand to, an alias counted
+each time it is used: far above any hand-made or generated file (an entry with 20 obstacles is about 200),
+far below a nine-level alias bomb (466 bytes expanding to 9^9 = 387 M strings)."""
+
+_REPR = reprlib.Repr()
+"""A repr that cuts lists, mappings and strings while it builds the text, so its cost is bounded (set
+attribute by attribute: Python 3.11's Repr takes no arguments)."""
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple = 3, 4, 4, 4
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 40, 40, 40
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to 60 characters, so an error stays one readable line; the text is cut while it
+    is built (reprlib), so an alias bomb's value costs no more than a small one."""
+    r = _REPR.repr(value)
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def entry_where(file: Path | str, i: int, entry: object) -> str:
+    """How errors name scenario entry ``i``: the file, the index and the entry's name (cut to 60
+    characters) when it has one."""
+    if not isinstance(entry, dict):
+        return f"{file} scenario {i}"
+    name = entry.get("name", "unnamed")
+    return f"{file} scenario {i} ({name if isinstance(name, str) and len(name) <= 60 else shown(name)})"
+
+
+def check_yaml_size(file: Path | str, data: object, limit: int = MAX_YAML_VALUES) -> None:
+    """Refuse a parsed YAML that expands to more than ``limit`` values (an alias counted at each use),
+    in one line naming the file; stops counting at the limit, so its cost is bounded too."""
+    count, stack = 0, [data]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > limit:
+            raise ValueError(
+                f"{file}: the YAML expands to more than {limit} values (aliases such as *a count each time "
+                f"they are used); a scenario or map file may hold at most {limit} (MAX_YAML_VALUES)"
+            )
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def read_scenario_yaml(file: Path | str) -> object:
+    """A scenario or map YAML parsed (safe_load) and checked for its expanded size (``check_yaml_size``)."""
+    data = yaml.safe_load(Path(file).read_text())
+    check_yaml_size(file, data)
+    return data
 
 
 def check_mapping(where: str, what: str, value: object, allowed: tuple[str, ...], shape: str) -> dict:
     """``value`` when it is a mapping of ``allowed`` keys only; else a ValueError naming ``where`` (file
     and entry), ``what``, the value or the unknown keys, and the allowed shape or keys."""
     if not isinstance(value, dict):
-        raise ValueError(f"{where}: {what}={_shown(value)} is invalid; {what} must be a mapping {shape}")
-    unknown = sorted(str(k) for k in value if k not in allowed)
+        raise ValueError(f"{where}: {what}={shown(value)} is invalid; {what} must be a mapping {shape}")
+    unknown = sorted(k[:60] if isinstance(k, str) else shown(k) for k in value if k not in allowed)
     if unknown:
-        raise ValueError(f"{where}: {what} key(s) {unknown} unknown; allowed: {sorted(allowed)}")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise ValueError(f"{where}: {what} key(s) {unknown[:5]}{more} unknown; allowed: {sorted(allowed)}")
     return value
 
 
@@ -77,7 +127,7 @@ def scenario_entries(file: Path, data: object) -> list[dict]:
     ``obstacles`` a list of mappings of their kind's keys. Each error is one line naming the file, the
     entry (index and name) and the expected shape or the allowed keys; values are checked on loading."""
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
-        got = "an empty file" if data is None else _shown(data)
+        got = "an empty file" if data is None else shown(data)
         raise ValueError(
             f"{file}: expected a top-level 'scenarios:' list with at least one entry {ENTRY_SHAPE} "
             f"(or a ROS map YAML); got {got}"
@@ -85,17 +135,18 @@ def scenario_entries(file: Path, data: object) -> list[dict]:
     check_mapping(str(file), "top-level", data, ("scenarios",), "{scenarios: [...]}")
     entries = data["scenarios"]
     for i, e in enumerate(entries):
-        where = f"{file} scenario {i}"
-        if isinstance(e, dict):  # the name, where there is one, names the entry in every error
-            where = f"{where} ({e.get('name', 'unnamed')})"
+        where = entry_where(file, i, e)  # the name, where there is one, names the entry in every error
         check_mapping(where, "entry", e, ENTRY_KEYS, ENTRY_SHAPE)
+        name = e.get("name")
+        if name is not None and not isinstance(name, (str, int, float)):
+            raise ValueError(f"{where}: name={shown(name)} is invalid; name must be a string")
         for key, keys in (("robot", ROBOT_KEYS), ("goal", GOAL_KEYS)):
             if e.get(key) is not None:
                 check_mapping(where, key, e[key], keys, "{" + ", ".join(keys) + "}")
         obstacles = e.get("obstacles")
         if obstacles is not None and not isinstance(obstacles, list):
             raise ValueError(
-                f"{where}: obstacles={_shown(obstacles)} is invalid; obstacles must be a list of "
+                f"{where}: obstacles={shown(obstacles)} is invalid; obstacles must be a list of "
                 + OBSTACLE_SHAPE
             )
         for j, ob in enumerate(obstacles or []):
@@ -110,13 +161,13 @@ OBSTACLE_SHAPE = "mappings {kind: cylinder, x, y, radius} | {kind: box | wall, x
 def _check_obstacle(where: str, ob: object) -> None:
     """An obstacle is a mapping with a known ``kind`` and only that kind's keys."""
     if not isinstance(ob, dict):
-        raise ValueError(f"{where}: obstacle={_shown(ob)} is invalid; obstacles must be {OBSTACLE_SHAPE}")
+        raise ValueError(f"{where}: obstacle={shown(ob)} is invalid; obstacles must be {OBSTACLE_SHAPE}")
     if is_moving(ob):
         check_moving_keys(where, ob)
         return
     kind = ob.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
-        raise ValueError(f"{where}: kind={kind!r}; allowed: {sorted(KINDS)}")
+        raise ValueError(f"{where}: kind={shown(kind)}; allowed: {sorted(KINDS)}")
     keys = ("kind", *KINDS[kind], *(() if kind == "cylinder" else ("yaw_deg",)))
     check_mapping(where, kind, ob, keys, "{" + ", ".join(keys) + "}")
 
@@ -129,7 +180,7 @@ def finite_number(entry: dict, key: str, where: str, default: float | None = Non
         raise ValueError(f"{where}: missing '{key}'")
     v = entry[key]
     if not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{where}: '{key}'={v!r} is not a finite number")
+        raise ValueError(f"{where}: '{key}'={shown(v)} is not a finite number")
     return float(v)
 
 
@@ -148,12 +199,12 @@ def load_scenarios(
     scenario (the task resolves shipped scenario names to files:
     ``navexp.task.maps.scenario_files.resolve_scenario_path``)."""
     file = Path(file)
-    data = yaml.safe_load(file.read_text()) if data is None else data
+    data = read_scenario_yaml(file) if data is None else data
     entries = scenario_entries(file, data)
     lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots, moving_slots=moving_slots)
     slots = {"cylinder": cylinder_slots, "box": box_slots, "wall": wall_slots, "moving": moving_slots}
     for i, e in enumerate(entries):
-        where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
+        where = entry_where(file, i, e)
         robot, goal = e.get("robot") or {}, e.get("goal") or {}
         lay.robot_xy[i] = torch.tensor(
             [finite_number(robot, "x", where + " robot"), finite_number(robot, "y", where + " robot")]

@@ -14,6 +14,7 @@ import yaml
 
 from navexp.sim.base import BACKENDS, backend_choices
 from navexp.sim.lidar import RealismSpec, beam_spacing_deg
+from navexp.sim.scenarios import check_yaml_size
 from navexp.task.checks import check as _check
 from navexp.task.checks import check_all_finite
 from navexp.task.checks import check_range as _check_range
@@ -353,7 +354,7 @@ def check_scenario_file(name_or_path: str) -> None:
     file = resolve_scenario_path(name_or_path)
     try:
         with open(file) as f:
-            yaml.safe_load(f)
+            data = yaml.safe_load(f)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown position"
@@ -361,3 +362,4 @@ def check_scenario_file(name_or_path: str) -> None:
         raise ValueError(
             f"env.scenarios={name_or_path!r}: {file} is not valid YAML at {where}: {problem}"
         ) from None
+    check_yaml_size(file, data)  # an alias bomb: refused here, before any value is read or shown

@@ -134,8 +134,9 @@ def grid_distances(
     cost: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Shortest-path distance [K, NY, NX] (in the unit of ``cell_yx``, the cell size along y and x)
-    from the flat ``source`` cell [K] of each grid over the free cells of ``free`` [K, NY, NX] (inf
-    where unreachable). With ``cost`` [K, NY, NX] (>= 1), a move's length is multiplied by the cost of
+    from the flat ``source`` cell [K] of each grid (or, a bool [K, NY, NX], from the nearest of its
+    cells) over the free cells of ``free`` [K, NY, NX] (inf where unreachable).
+    With ``cost`` [K, NY, NX] (>= 1), a move's length is multiplied by the cost of
     the cell it enters: a weighted distance, never below the plain one.
 
     Fast sweeping (Gauss-Seidel relaxation): a round runs four passes, one per diagonal direction of
@@ -157,9 +158,12 @@ def grid_distances(
                 for (dy, dx, _), m in zip(_MOVES, masks, strict=True)
             ]
         )
-    dist = torch.full((k, ny * nx), math.inf, device=free.device)
-    dist.scatter_(1, source.view(-1, 1), 0.0)
-    dist = dist.view(k, ny, nx)
+    if source.dtype == torch.bool:  # many sources: distance to the nearest
+        dist = torch.where(source, 0.0, math.inf).to(free.device)
+    else:
+        dist = torch.full((k, ny * nx), math.inf, device=free.device)
+        dist.scatter_(1, source.view(-1, 1), 0.0)
+        dist = dist.view(k, ny, nx)
     tmp = torch.empty(k, ny, device=free.device)
     for _ in range(max_rounds):
         before = dist

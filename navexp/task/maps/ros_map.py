@@ -30,7 +30,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from navexp.sim.layout import Layout, nearest_obstacle
-from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, finite_number
+from navexp.sim.scenarios import GOAL_KEYS, ROBOT_KEYS, check_mapping, finite_number, shown
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.random_family import LayoutSpec, place_start_goal
@@ -101,7 +101,7 @@ def _is_num(v: object) -> bool:
 
 
 def _bad_key(file: Path, key: str, value: object) -> ValueError:
-    return ValueError(f"{file}: {key}={value!r} is invalid; {key} must be {MAP_ALLOWED[key]}")
+    return ValueError(f"{file}: {key}={shown(value)} is invalid; {key} must be {MAP_ALLOWED[key]}")
 
 
 def _threshold(file: Path, data: dict, key: str, default: float | None, upper_open: bool) -> float | None:
@@ -117,7 +117,7 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
     """Validate a map YAML's keys (each error names the file, key, value and what is allowed; a key not in
     ``MAP_ALLOWED`` is refused listing them) and read the image's size from its header, refusing more
     than ``MAX_MAP_PIXELS``; decodes no pixel."""
-    unknown = sorted(str(k) for k in data if k not in MAP_ALLOWED)
+    unknown = sorted(str(k)[:60] for k in data if k not in MAP_ALLOWED)
     if unknown:
         raise ValueError(f"{file}: map key(s) {unknown} unknown; allowed: {sorted(MAP_ALLOWED)}")
     for key in ("image", "resolution", "origin"):
@@ -151,7 +151,7 @@ def read_map_header(file: Path, data: dict) -> MapHeader:
         raise _bad_key(file, "mode", data["mode"])
     image = (file.parent / name).resolve()
     if not image.is_file():
-        raise FileNotFoundError(f"{file}: image {name!r} not found at {image}")
+        raise FileNotFoundError(f"{file}: image {shown(name)} not found at {image}")
     size, origin_xy = _image_size(file, image), (float(origin[0]), float(origin[1]))
     return MapHeader(image, size, float(res), origin_xy, occ_t, free_t, bool(negate))
 
@@ -166,7 +166,7 @@ def _image_size(file: Path, image: Path) -> tuple[int, int]:
                 w, h = im.size
     except Image.DecompressionBombError as e:  # above twice PIL's limit: it refuses before we see the size
         raise ValueError(f"{file}: image {image.name!r} is too large ({e}), above {limit}") from None
-    except (UnidentifiedImageError, OSError) as e:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:  # ValueError: a garbage header
         raise ValueError(f"{file}: image {image.name!r} is not a readable PGM/PNG image ({e})") from None
     if w * h > MAX_MAP_PIXELS:
         raise ValueError(
@@ -176,14 +176,36 @@ def _image_size(file: Path, image: Path) -> tuple[int, int]:
     return w, h
 
 
-def _occupancy_probability(file: Path, header: MapHeader) -> np.ndarray:
-    """Occupancy probability [H, W] (row 0 at the lowest y) of a validated map's pixels."""
+WIDE_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N")
+"""Pillow's modes of a 16-bit grey image (a PGM with maxval > 255 opens as ``I``, scaled to 0-65535; a
+16-bit PNG as ``I;16`` or ``I``): read at their own depth, a value v is the shade v / 65535."""
+
+
+def _grey_values(file: Path, header: MapHeader) -> tuple[np.ndarray, float]:
+    """Each pixel's grey value [H, W] at the image's own depth and that depth's full scale: 255 for 8-bit
+    images (colour ones through Pillow's grey conversion), 65535 for 16-bit ones (``WIDE_MODES``), so the
+    thresholds apply to the value normalised by its own scale, as nav2's map_server does; a wide image
+    with values outside 0-65535 is refused naming the file."""
     try:
         with Image.open(header.image) as im:
-            pixels = np.asarray(im.convert("L"), dtype=np.float64)
-    except OSError as e:  # a truncated image: its header promised more pixels than it holds
+            if im.mode not in WIDE_MODES:
+                return np.asarray(im.convert("L"), dtype=np.float64), 255.0
+            values = np.asarray(im, dtype=np.float64)
+    except (OSError, ValueError) as e:  # a truncated image: its header promised more pixels than it holds
         raise ValueError(f"{file}: image {header.image.name!r} could not be decoded ({e})") from None
-    p = pixels / 255.0 if header.negate else (255.0 - pixels) / 255.0
+    if values.size and (values.min() < 0 or values.max() > 65535):
+        raise ValueError(
+            f"{file}: image {header.image.name!r} holds values in [{values.min():g}, {values.max():g}]; "
+            "allowed: an 8-bit or 16-bit grey image (0-255 or 0-65535)"
+        )
+    return values, 65535.0
+
+
+def _occupancy_probability(file: Path, header: MapHeader) -> np.ndarray:
+    """Occupancy probability [H, W] (row 0 at the lowest y) of a validated map's pixels: p = v / full with
+    ``negate``, else (full - v) / full (``_grey_values``: 8-bit and 16-bit images alike)."""
+    values, full = _grey_values(file, header)
+    p = values / full if header.negate else (full - values) / full
     return p[::-1].copy()
 
 

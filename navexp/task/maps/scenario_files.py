@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from navexp.paths import CONFIG_DIR
 from navexp.sim.layout import Layout
-from navexp.sim.scenarios import load_scenarios, scenario_entries
+from navexp.sim.scenarios import entry_where, load_scenarios, read_scenario_yaml, scenario_entries
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
 from navexp.task.maps.moving import with_moving_slots
@@ -53,7 +51,7 @@ def load_scenario_file(
     navexp.task.maps.scenario_jitter.expand_jittered). Every start lies more than ``goal_radius_m`` (the
     env's ``goal_radius_m``) from its goal."""
     file = Path(file)
-    data = yaml.safe_load(file.read_text())
+    data = read_scenario_yaml(file)
     if is_ros_map(data):
         return with_moving_slots(load_ros_map(file, data, spec, maps, goal_radius_m), spec.moving)
     entries = scenario_entries(file, data)
@@ -71,7 +69,7 @@ def load_scenario_file(
     lay.shortest_path_m = shortest_paths(
         lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m
     )
-    wheres = [f"{file} scenario {i} ({e.get('name', 'unnamed')})" for i, e in enumerate(entries)]
+    wheres = [entry_where(file, i, e) for i, e in enumerate(entries)]
     check_start_outside_goal(entries, wheres, lay, goal_radius_m)
     return expand_jittered(entries, wheres, lay, spec, maps.cfg.path_cell_m, goal_radius_m)
 
@@ -80,9 +78,10 @@ def scenario_entry_names(file: Path) -> list[str]:
     """The name of each entry of a scenario file, in entry order: a scenario's ``name`` (``scenario_<i>``
     when it has none), a map's ``pair_<i>``; a repeated name gets ``_<i>`` appended. The file's shape and
     keys are checked as on loading (the same errors), its values and pixels are not."""
-    data = yaml.safe_load(Path(file).read_text())
+    data = read_scenario_yaml(file)
     if is_ros_map(data):
         read_map_header(Path(file), data)  # the same key errors as loading it (reads no pixel)
         return [f"pair_{i}" for i in range(num_pairs(file, data))]
-    names = [str(e.get("name") or f"scenario_{i}") for i, e in enumerate(scenario_entries(Path(file), data))]
+    entries = scenario_entries(Path(file), data)
+    names = [str(e.get("name") or f"scenario_{i}")[:60] for i, e in enumerate(entries)]
     return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]

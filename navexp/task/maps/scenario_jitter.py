@@ -29,12 +29,20 @@ its E rows, one per entry.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import torch
 
 from navexp.sim.layout import Layout, obstacle_distance
-from navexp.task.maps.grid_path import shortest_paths
+from navexp.sim.scenarios import shown
+from navexp.task.maps.grid_path import (
+    cell_centres,
+    cell_clearance,
+    grid_distances,
+    grid_shape,
+    shortest_paths,
+)
 from navexp.task.maps.moving import clear_of_moving, jitter_phases
 from navexp.task.maps.random_family import LayoutSpec
 
@@ -56,6 +64,9 @@ MAX_JITTER_CASES = 4096
 
 JITTER_ROUNDS = 32
 """Rounds of ``cases`` draws before an entry with too few valid cases fails."""
+
+PROGRESS_AFTER_S = 10.0
+"""A draw still running this long prints one progress line per round from then on."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +93,9 @@ def parse_jitter(where: str, entry: dict, index: int) -> Jitter | None:
         return None
     if not isinstance(raw, dict):
         raise ValueError(
-            f"{where}: jitter={raw!r} is invalid; jitter must be a mapping of {sorted(JITTER_ALLOWED)}"
+            f"{where}: jitter={shown(raw)} is invalid; jitter must be a mapping of {sorted(JITTER_ALLOWED)}"
         )
-    unknown = sorted(set(raw) - set(JITTER_ALLOWED))
+    unknown = sorted(str(k)[:60] for k in raw if k not in JITTER_ALLOWED)
     if unknown:
         raise ValueError(f"{where}: jitter key(s) {unknown} unknown; allowed: {sorted(JITTER_ALLOWED)}")
     if "cases" not in raw:
@@ -92,7 +103,7 @@ def parse_jitter(where: str, entry: dict, index: int) -> Jitter | None:
 
     def bad(key: str) -> ValueError:
         return ValueError(
-            f"{where}: jitter.{key}={raw[key]!r} is invalid; {key} must be {JITTER_ALLOWED[key]}"
+            f"{where}: jitter.{key}={shown(raw[key])} is invalid; {key} must be {JITTER_ALLOWED[key]}"
         )
 
     vals = {}
@@ -124,8 +135,10 @@ def draw_cases(
     """``jit.cases`` layouts of the one-row ``base`` (same obstacles), start and goal drawn in the jitter
     regions with clearance, more than ``goal_radius_m`` apart and with a free path, each with its
     shortest path; fails naming ``where`` when fewer are found in ``JITTER_ROUNDS`` rounds."""
-    gen = torch.Generator().manual_seed(jit.seed)
     need = spec.robot_radius_m + spec.spawn_clearance_m
+    check_regions_connected(where, base, jit, spec, cell_m, need)
+    gen = torch.Generator().manual_seed(jit.seed)
+    started = time.monotonic()
     b = jit.cases
     half = torch.tensor([jit.xy_m, jit.xy_m, jit.yaw_rad, jit.goal_xy_m, jit.goal_xy_m])
     centre = torch.cat((base.robot_xy[0], base.robot_yaw[:1], base.goal_xy[0]))
@@ -156,6 +169,12 @@ def draw_cases(
         found += kept[-1].num_worlds
         if found == b:
             return Layout.cat(kept)
+        if time.monotonic() - started > PROGRESS_AFTER_S:  # a long draw says how far it got
+            print(
+                f"[navexp] {where}: jitter: {found} of cases={b} valid cases after round {len(kept)} of "
+                f"{JITTER_ROUNDS} ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
     tried = JITTER_ROUNDS * b
     raise ValueError(
         f"{where}: jitter found {found} of cases={b} valid cases in {tried} draws: {starts_ok} starts and "
@@ -164,6 +183,41 @@ def draw_cases(
         f"from the goal, and {paths_ok} of those had a free path; move or widen the regions "
         "(xy_m, goal_xy_m) or lower cases"
     )
+
+
+def check_regions_connected(
+    where: str, base: Layout, jit: Jitter, spec: LayoutSpec, cell_m: float, need_m: float
+) -> None:
+    """Refuse, before any case is drawn, a jitter whose goal region no start of its start region can reach:
+    one multi-source pass (``grid_distances``) over the one-row ``base``'s free-path grid from every cell
+    a goal could snap to, read at every cell a start could snap to. The cells are taken generously (a
+    centre within half a cell of the region, a clearance within half a cell diagonal of ``need_m``) and
+    count as free, as a case's own start and goal cells do in ``shortest_paths``, so a region pair this
+    refuses has no valid case; regions with no clear cell at all are left to the draws, which name the
+    failing check."""
+    ny, nx, cy, cx = grid_shape(spec.half_x, spec.half_y, cell_m)
+    clear = cell_clearance(base, spec.half_x, spec.half_y, cell_m)  # [1, NY, NX]
+    centres = cell_centres(spec.half_x, spec.half_y, cell_m, clear.device)  # [NY, NX, 2]
+    slack = torch.tensor([cx / 2, cy / 2])  # a point lies within half a cell of its cell's centre
+
+    def region(xy: torch.Tensor, half_m: float) -> torch.Tensor:
+        inside = ((centres - xy).abs() <= half_m + slack).all(dim=-1)
+        return inside & (clear[0] >= need_m - math.hypot(cx, cy) / 2)
+
+    starts, goals = region(base.robot_xy[0], jit.xy_m), region(base.goal_xy[0], jit.goal_xy_m)
+    if not bool(starts.any()) or not bool(goals.any()):
+        return
+    free = (clear[0] >= spec.robot_radius_m) | starts | goals
+    dist = grid_distances(free[None], goals[None], (cy, cx))[0]
+    if not bool(torch.isfinite(dist[starts]).any()):
+        (x, y), (gx, gy) = base.robot_xy[0].tolist(), base.goal_xy[0].tolist()
+        raise ValueError(
+            f"{where}: jitter can never give a valid case: no goal within goal_xy_m={jit.goal_xy_m:g} m of "
+            f"({gx:g}, {gy:g}) can be reached from any start within xy_m={jit.xy_m:g} m of ({x:g}, {y:g}) "
+            f"(no free path for the robot radius {spec.robot_radius_m} m on the env.maps.path_cell_m="
+            f"{cell_m:g} grid); decided before drawing any of the cases={jit.cases}: move the regions "
+            "or open a way"
+        )
 
 
 def expand_jittered(
