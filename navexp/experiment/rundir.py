@@ -49,7 +49,7 @@ def _unwritable(run_dir: Path, e: OSError) -> RunDirUnwritableError:
     )
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether a process with ``pid`` exists on this host."""
     try:
         os.kill(pid, 0)
@@ -114,7 +114,7 @@ class RunDirLock:
                     f"whose process cannot be checked from here; if that run is gone, delete {self.path}"
                 )
             pid = int(previous.get("pid", -1))
-            state = "no longer running" if not _pid_alive(pid) else "not holding the lock (pid reused)"
+            state = "no longer running" if not pid_alive(pid) else "not holding the lock (pid reused)"
             warnings.warn(
                 f"run directory {self.run_dir}: taking over a stale lock of {_describe(previous)} ({state})",
                 stacklevel=3,

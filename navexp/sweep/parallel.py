@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
-from navexp.experiment.rundir import LOCK_NAME
+from navexp.experiment.rundir import LOCK_NAME, pid_alive
 from navexp.sweep.storage import sqlalchemy_url, storage_file, trial_id
 
 log = logging.getLogger(__name__)
@@ -136,20 +135,10 @@ def clear_stale_lock(trial_dir: Path) -> str:
     except (OSError, ValueError):
         owner = {}
     pid, host = owner.get("pid"), owner.get("host")
-    if host == socket.gethostname() and isinstance(pid, int) and not _pid_alive(pid):
+    if host == socket.gethostname() and isinstance(pid, int) and not pid_alive(pid):
         path.unlink(missing_ok=True)
         return f"removed the stale lock {path} (pid {pid} is gone)"
     return f"left the lock {path} (pid {pid} on host {host}: alive, or not checkable from here)"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
 
 
 # -- run directories ----------------------------------------------------------------------------
