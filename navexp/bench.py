@@ -116,11 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
         "steps": int(opts["steps"]),
         "worlds": [],
     }
-    backends = (
-        opts["backends"].split(",")
-        if opts["backends"] != "auto"
-        else (["warp"] if device.startswith("cuda") else ["warp", "mujoco"])
-    )
+    auto = ["warp"] if device.startswith("cuda") else ["warp", "mujoco"]
+    backends = opts["backends"].split(",") if opts["backends"] != "auto" else auto
     for backend in backends:
         for n in worlds:
             # The classic baseline is measured once per world count, next to the first backend's row.

@@ -115,7 +115,7 @@ class _Seen(Exception):
     [
         ("navexp.evaluate", "evaluate_suite", ["out={tmp}/e.json"]),
         ("navexp.play", "evaluate", ["out={tmp}/play"]),
-        ("navexp.bench", "bench_worlds", ["num_envs=4", "steps=2", "backends=mujoco", "slots=none"]),
+        ("navexp.bench", "resolve_device", ["num_envs=4", "steps=2", "backends=mujoco", "slots=none"]),
     ],
 )
 def test_evaluate_play_and_bench_take_part_in_the_core_sharing(

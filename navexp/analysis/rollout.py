@@ -83,9 +83,8 @@ def run_episodes(
     step its episode ends (``navexp.learn.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
     episode was running before the step); ``progress(finished)`` every PROGRESS_EVERY_S seconds with
-    the episodes finished so far (one host read then, none in between). Returns one row per episode:
-    end reason, duration (s), path length (m), time spent waiting (s: steps ending below
-    ``WAIT_SPEED_MPS``) and its case (``episode_cases``).
+    the episodes finished so far (one host read then). Returns one row per episode: end reason,
+    duration, path length (m), waiting time (s below ``WAIT_SPEED_MPS``), case (``episode_cases``).
     """
     parts: list[EpisodeTable] = []
     done = 0
@@ -100,8 +99,7 @@ def run_episodes(
         cases = episode_cases(env)
         n = env.num_envs
         path = torch.zeros(n, device=env.device)
-        steps = torch.zeros(n, dtype=torch.long, device=env.device)
-        waiting = torch.zeros(n, dtype=torch.long, device=env.device)
+        steps, waiting = torch.zeros((2, n), dtype=torch.long, device=env.device)  # steps run, waited
         for _ in range(env.max_episode_length + 1):
             active = ~env.held
             prev = env.state.pos_xy.clone()
