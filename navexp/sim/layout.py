@@ -176,6 +176,14 @@ def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.
     return torch.cat((cyl_size, box), dim=1), torch.cat((cyl_half, box), dim=1)
 
 
+def rotation_matrices(yaw: torch.Tensor) -> torch.Tensor:
+    """[..., 2, 2] rotation matrices R(yaw) = [[cos, -sin], [sin, cos]] for yaw [...] (rad): a column
+    vector turns counter-clockwise as ``R @ v``, a row vector clockwise as ``v @ R`` (into a frame
+    turned by yaw)."""
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    return torch.stack((c, -s, s, c), dim=-1).unflatten(-1, (2, 2))
+
+
 def rotate_xy(v: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:
     """Rotate 2D vectors v [..., 2] by yaw [...] (counter-clockwise)."""
     c, s = torch.cos(yaw), torch.sin(yaw)
