@@ -17,7 +17,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from navexp.sim import make_sim
-from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy, rotation_matrices
+from navexp.sim.layout import Layout, LayoutRows, nearest_obstacle, rotate_xy, rotation_matrices
 from navexp.sim.lidar import OFF as LIDAR_OFF
 from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
@@ -86,10 +86,18 @@ class NavEnv(VecEnv):
         field_shape = (0, 0)
         if self.needs_path:
             field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
-        self.layout = Layout.empty(
+        empty = Layout.empty(
             n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots, field_shape
         )
-        """[N] the layout each world plays (its map family, seed and shortest path included)."""
+        self._layout_rows = LayoutRows(empty)
+        self._layout_buf = self._layout_rows.pack(empty)
+        """[N, width] uint8: the layouts of the worlds, packed (a reset writes them in one op)."""
+        self.layout = self._layout_rows.unpack(self._layout_buf)
+        """[N] the layout each world plays (its map family, seed and shortest path included); every
+        field a view into the packed rows."""
+        if self.scenarios is not None:
+            self._scenario_rows = self._layout_rows.pack(self.scenarios)
+        self._pool_rows_checked: LayoutRows | None = None
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -181,11 +189,9 @@ class NavEnv(VecEnv):
         rewards = self.reward_manager.compute(s, active)
         extras = {"time_outs": s.time_out.clone()}
         self.stats.record(
-            dones,
-            self.reward_manager.take_episode_sums(dones),
-            s.reason,
-            self.episode_length_buf * self.control_dt,
+            dones, self.reward_manager.episode_sums, s.reason, self.episode_length_buf * self.control_dt
         )
+        self.reward_manager.clear_finished(dones)
         reset_mask = None
         if self.auto_reset:
             reset_mask = dones
@@ -269,11 +275,16 @@ class NavEnv(VecEnv):
         """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
         if self.scenarios is not None:
             row = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
-            layout = self.scenarios.index(row)
+            rows = self._scenario_rows[row]
         else:
-            layout = self.layout_pool.take(mask)
-        self.layout.assign_where(mask, layout)
-        self.sim.write_layouts(mask, layout)
+            rows = self.layout_pool.take(mask)
+            if self.layout_pool.rows is not self._pool_rows_checked:  # once per refill
+                assert self.layout_pool.rows.format == self._layout_rows.format, (
+                    "pool layouts of another shape"
+                )
+                self._pool_rows_checked = self.layout_pool.rows
+        torch.where(mask.unsqueeze(-1), rows, self._layout_buf, out=self._layout_buf)
+        self.sim.write_layouts(mask, self.layout)  # the masked worlds' rows are the new layouts now
         s, m1 = self.state, mask.unsqueeze(-1)
         self.episode_length_buf.masked_fill_(mask, 0)
         self.episode_count += mask
@@ -291,7 +302,9 @@ class NavEnv(VecEnv):
         torch.linalg.vector_norm(to_goal, dim=-1, out=s.goal_dist)
         # Both world-frame vectors into the body frame at once: row @ R(yaw) = R(-yaw) row.
         world = torch.stack((s.vel_world, to_goal), dim=1)  # [N, 2 vectors, 2]
-        torch.matmul(world, rotation_matrices(s.yaw), out=self._body)  # vel_body is row 0
+        # world @ R(yaw) as a product and a sum (a batched 2x2 matmul costs more dispatch on the CPU).
+        rot = rotation_matrices(s.yaw).unsqueeze(1)  # [N, 1, 2, 2]
+        torch.sum(world.unsqueeze(-1) * rot, dim=-2, out=self._body)  # vel_body is row 0
         goal_body = self._body[:, 1]
         torch.atan2(goal_body[:, 1], goal_body[:, 0], out=s.goal_bearing)  # in [-pi, pi]
         torch.ne(sim.contact, 0, out=s.contact)
