@@ -223,8 +223,7 @@ def test_layout_pool_hands_out_fresh_layouts_deterministically():
         pool = LayoutPool(spec, 8, torch.Generator().manual_seed(seed), "cpu", min_size=16)
         starts, low = [], []
         for m in masks:
-            rows = pool.take(m)  # packed rows (pool.rows reads them)
-            starts.append(pool.rows.unpack(rows).robot_xy[m])
+            starts.append(pool.take(m).robot_xy[m])
             low.append(bool(pool.low()))
         return torch.cat(starts), low, pool
 
@@ -234,7 +233,7 @@ def test_layout_pool_hands_out_fresh_layouts_deterministically():
     assert torch.cdist(first, first).add(torch.eye(10)).min() > 1e-6  # 10 distinct start positions
     pool.refill()
     assert not bool(pool.low())
-    fresh = pool.rows.unpack(pool.take(torch.ones(4, dtype=torch.bool))).robot_xy
+    fresh = pool.take(torch.ones(4, dtype=torch.bool)).robot_xy
     assert torch.cdist(fresh, first).min() > 1e-6
     # Re-seeding the env drops what its pool still holds: reset() then replays the same layouts.
     env.seed(5)

@@ -277,7 +277,7 @@ class NavEnv(VecEnv):
             row = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
             rows = self._scenario_rows[row]
         else:
-            rows = self.layout_pool.take(mask)
+            rows = self.layout_pool.take_rows(mask)
             if self.layout_pool.rows is not self._pool_rows_checked:  # once per refill
                 assert self.layout_pool.rows.format == self._layout_rows.format, (
                     "pool layouts of another shape"

@@ -65,10 +65,15 @@ class LayoutPool:
         self._checked: set[str] = set()
         self._next_seed = 0
 
-    def take(self, mask: torch.Tensor) -> torch.Tensor:
-        """Layouts for all N worlds [N] as packed rows [N, rows.width] (``rows.unpack`` reads them): row
-        w is the next fresh layout where ``mask[w]``, otherwise an arbitrary valid layout (callers
-        write only the masked rows). One gather of the packed pool, whatever the layout's fields."""
+    def take(self, mask: torch.Tensor) -> Layout:
+        """Layouts for all N worlds [N]: row w is the next fresh layout where ``mask[w]``, otherwise an
+        arbitrary valid layout (callers write only the masked rows)."""
+        rows = self.take_rows(mask)
+        return self.rows.unpack(rows)
+
+    def take_rows(self, mask: torch.Tensor) -> torch.Tensor:
+        """``take`` as packed rows [N, rows.width] (``rows.unpack`` reads them): one gather of the
+        packed pool, whatever the layout's fields (the env's reset path)."""
         if self._pool is None:
             self.refill()
         upto = mask.cumsum(0)  # the masked worlds up to and including w
