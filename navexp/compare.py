@@ -2,9 +2,11 @@
 [eval=GLOB] [entry=NAME]``.
 
 Finds the runs under the given folders (a sweep dir, a multirun dir, ``outputs/``), groups the
-finished ones by their overrides other than ``seed`` (or by the config keys ``by=``) and prints per
-group ``n_runs``, the success rate's mean, 95 % interval and IQM, and the other evaluation metrics;
-runs without eval.json are listed as unfinished. ``out=`` writes the table (CSV, or Markdown for
+finished ones by their resolved config other than ``seed`` (or by the config keys ``by=``) and prints
+the settings every run shares, then per group ``n_runs``, the success rate's mean, 95 % interval and
+IQM (from 4 runs), and the other evaluation metrics, rates in percent, and a legend; runs without
+eval.json are listed as unfinished, runs with a file that cannot be read as unreadable (file, reason).
+``out=`` writes the table (CSV, or Markdown for
 ``.md``) and beside it ``<stem>_success.png`` and ``<stem>_profile.png`` (``navexp.analysis.compare``).
 ``eval=`` reads another evaluation file of each run than its final ``eval.json``: a glob in the run
 directory, e.g. ``eval='eval_*suite-ood*.json'`` for ``navexp.evaluate checkpoint=<run> suite=ood``.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from navexp.analysis.compare import Comparison, check_table_path, compare, markdown, plot, write_table
+from navexp.analysis.compare import Comparison, check_table_path, compare, plot, report, write_table
 from navexp.config.cli import HELP_FLAGS, help_text, run_tool
 
 OPTIONS = {"by": None, "out": None, "eval": None, "entry": None}
@@ -51,16 +53,20 @@ def main(argv: list[str] | None = None) -> Comparison:
         check_table_path(Path(opts["out"]))
     result = compare(dirs, by, evaluation, opts.get("entry"))
     if result.rows:
-        print(markdown(result.rows))
+        print(report(result))
     for path in result.unfinished:
         print(f"unfinished (no {evaluation}): {path}")
+    for bad in result.unreadable:  # one line each: the file and what is wrong; the others are compared
+        print(f"unreadable, left out: {bad}")
     if not result.rows:
         message = f"no finished runs: none has {evaluation}{_other_evaluations(result.unfinished)}"
+        if result.unreadable:
+            message = f"no readable finished runs ({len(result.unreadable)} unreadable, listed above)"
         if "out" in opts:  # a table asked for and none to write: an error, the old file left as it was
             raise FileNotFoundError(f"{message}; {opts['out']} not written")
         print(message)
     if "out" in opts and result.rows:
-        out = write_table(result.rows, Path(opts["out"]))
+        out = write_table(result, Path(opts["out"]))
         files = plot(result, out.with_suffix(""))
         print(f"[navexp] wrote {out}, " + ", ".join(str(f) for f in files))
     return result

@@ -7,8 +7,8 @@ A run directory means the run's policy: its ``model_<it>_avg<N>.pt`` when it ave
 Without ``out=`` it writes ``eval_<model>_<env>_<layout seed>[_suite-<name>][_<overrides hash>].json``
 next to the checkpoint, never the run's own ``eval.json``, and refuses to replace a file that holds a
 different evaluation. Every result records the checkpoint, the overrides, the scenario file, the layout
-seed and the suite. The output location is checked before any episode runs, and the metrics are
-printed before they are written.
+seed and the suite. The output location is checked before any episode runs; a progress line every few
+seconds while episodes run, then a short summary on the console (every metric is in the file).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from omegaconf import DictConfig
 
 from navexp.analysis.eval_record import check_output, default_output, evaluation_record
 from navexp.analysis.rollout import EvalRun
-from navexp.analysis.suites import evaluate_suite
+from navexp.analysis.suites import evaluate_suite, summary
 from navexp.config.cli import parse_command_line, run_tool
 from navexp.config.run_config import load_run_config
 from navexp.config.suites import check_evaluation, check_scenarios_played
+from navexp.experiment.console import third_party_warnings
 from navexp.learn.checkpoint import load_policy, write_atomic
 
 USAGE = (
@@ -62,17 +63,23 @@ def main(argv: list[str] | None = None) -> dict:
         ev = EvalRun.build(ckpt, entry_cfg)  # checks the observation layout against every entry's env
         return ev.actor, ev.env
 
-    metrics, _, _ = evaluate_suite(cfg, suite, build)
+    with third_party_warnings(bool(cfg.get("verbose", False))):
+        metrics, _, _ = evaluate_suite(cfg, suite, build, progress=True)
     metrics.update(record)
     text = json.dumps(metrics, indent=2)
-    print(text, flush=True)  # first: a failing write below must not cost the results
-    write_atomic(out, text)
-    print(f"[navexp] wrote {out}")
+    print(summary(metrics), flush=True)
+    try:
+        write_atomic(out, text)
+    except OSError:
+        print(text, flush=True)  # the whole record on the console: a failed write must not cost it
+        raise
+    print(f"[navexp] wrote {out} (every metric, per family and per entry)")
     return metrics
 
 
 def cli() -> None:
-    """Console script ``navexp-evaluate``: bad input ends in one line, exit status 2."""
+    """Console script ``navexp-evaluate``: bad input ends in one line, exit status 2; Ctrl-C ends it
+    without a traceback (nothing is written before the last episode)."""
     run_tool(main)
 
 

@@ -21,10 +21,12 @@ from pathlib import Path
 from navexp.analysis.eval_record import evaluation_record
 from navexp.analysis.plots import save_trajectories, scene_info, write_plots
 from navexp.analysis.rollout import EvalRun, evaluate
+from navexp.analysis.suites import summary
 from navexp.analysis.video import write_episode_video
 from navexp.config.cli import parse_command_line, run_tool
 from navexp.config.run_config import load_run_config
 from navexp.config.suites import check_scenario_episodes
+from navexp.experiment.console import third_party_warnings
 from navexp.learn.checkpoint import load_policy
 from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entry_names
 
@@ -114,18 +116,22 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(opts["out"]) if "out" in opts else Path(ckpt["_path"]).parent / "play"
     check_play_folder(out, Path(ckpt["_path"]).parent)
     ev = EvalRun.build(ckpt, cfg)
-    metrics, episodes = evaluate(ev.actor, ev.env, episodes_n, record=True)
-    metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
-    info = scene_info(ev.env)
-    for old in out.glob("episodes.*"):  # an earlier play's video: this play writes its own, or none
-        old.unlink()
-    files = write_plots(episodes, info, out, beam_every)
-    save_trajectories(episodes, info, out / "trajectories.npz")
-    if video is not None:
-        files.append(write_episode_video(episodes, info, out, video))
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(json.dumps(metrics, indent=2))
-    print(f"[navexp] wrote {len(files)} plots/videos, metrics.json and trajectories.npz to {out}")
+    with third_party_warnings(bool(cfg.get("verbose", False))):
+        metrics, episodes = evaluate(ev.actor, ev.env, episodes_n, record=True, label="play")
+        metrics.update(evaluation_record(cfg, ckpt["_path"], overrides))
+        info = scene_info(ev.env)
+        for old in out.glob("episodes.*"):  # an earlier play's video: this play writes its own, or none
+            old.unlink()
+        files = write_plots(episodes, info, out, beam_every)
+        save_trajectories(episodes, info, out / "trajectories.npz")
+        if video is not None:
+            files.append(write_episode_video(episodes, info, out, video))
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        print(summary(metrics))
+        print(
+            f"[navexp] wrote {len(files)} plots/videos, metrics.json (every metric) and trajectories.npz "
+            f"to {out}"
+        )
     return metrics
 
 

@@ -1,4 +1,4 @@
-"""Report a sweep: ``python -m navexp.sweep_report <sweep dir | study.db | storage URL> [study] [--out DIR]``.
+"""Report a sweep: ``python -m navexp.sweep_report <sweep dir | study.db | storage URL> [study] [out=DIR]``.
 
 Summary, trial table, parameter importances and plots of an Optuna study (``navexp.sweep.report``).
 """

@@ -20,8 +20,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from navexp.config.schemas import register_configs
+from navexp.experiment.console import console_to_log, third_party_warnings
 from navexp.experiment.launch import app_argv
 from navexp.experiment.training import TrainingRun
+from navexp.paths import CONFIG_DIR
 from navexp.sweep.trial import objective, trial_hooks
 from navexp.task.maps.pool import LayoutSamplingError
 
@@ -37,7 +39,7 @@ def run(
     return objective(cfg, metrics)
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | list[float]:
     hc = HydraConfig.get()
     if hc.mode == RunMode.MULTIRUN and int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -46,7 +48,8 @@ def main(cfg: DictConfig) -> float | list[float]:
             f"run a sweep with `python -m navexp.train -m ...` or train one run with torchrun"
         )
     try:
-        return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
+        with console_to_log(Path(hc.runtime.output_dir)), third_party_warnings(bool(cfg.verbose)):
+            return run(cfg, Path(hc.runtime.output_dir), list(hc.overrides.task))
     except LayoutSamplingError as e:  # map settings no layout satisfies: found on the first draw
         if hc.mode == RunMode.MULTIRUN:
             raise  # the sweeper records the trial as failed and goes on

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -17,7 +19,7 @@ def test_own_options_and_hydra_overrides_are_split_in_order():
             "env=dense",
             "checkpoint=runs/a",
             "eval.num_episodes=5",
-            "+x.y=1",
+            "+env.robot.params.k=1",
             "~obs.history_length",
             "size=cpu",
         ],
@@ -26,8 +28,20 @@ def test_own_options_and_hydra_overrides_are_split_in_order():
         required=("checkpoint",),
     )
     assert args.options == {"checkpoint": "runs/a", "episodes": "16"}
-    assert args.overrides == ["env=dense", "eval.num_episodes=5", "+x.y=1", "~obs.history_length", "size=cpu"]
-    assert override_keys(args.overrides) == {"env", "eval.num_episodes", "x.y", "obs.history_length", "size"}
+    assert args.overrides == [
+        "env=dense",
+        "eval.num_episodes=5",
+        "+env.robot.params.k=1",
+        "~obs.history_length",
+        "size=cpu",
+    ]
+    assert override_keys(args.overrides) == {
+        "env",
+        "eval.num_episodes",
+        "env.robot.params.k",
+        "obs.history_length",
+        "size",
+    }
 
 
 def test_unknown_option_lists_the_valid_ones():
@@ -202,3 +216,123 @@ def test_a_tools_bad_override_is_one_line(override, message, capsys):
         run_tool(lambda: compose_config([override]))
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+
+
+KLL = "ppo.algorithm.desired_kll is not a config key; closest: ppo.algorithm.desired_kl"
+TYPOS = [
+    ("+ppo.algorithm.desired_kll=0.01", KLL),
+    ("ppo.algorithm.desired_kll=0.01", KLL),
+    ("ppo.desired_kll=0.01", "ppo.desired_kll is not a config key; closest: ppo.algorithm.desired_kl"),
+    ("+reward.terms.colision.weight=-5", "closest: reward.terms.collision.weight"),
+    ("+eval.num_episdes=5", "closest: eval.num_episodes"),
+    (
+        "reward=bcpo",
+        "reward=bcpo is not an option of the reward group (in 'reward=bcpo'); options: bcppo | path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), TYPOS)
+def test_a_misspelled_key_never_trains(override, message, tmp_path, monkeypatch):
+    """A key the schema does not have, with or without `+`, and an unknown group option: train refuses
+    it in one `Error:` line naming the closest valid keys before Hydra composes (no directory); evaluate
+    and play (the shared parser) refuse it the same way. Before, `+ppo.algorithm.desired_kll=0.01`
+    trained a full run that ignored the key."""
+    from navexp.experiment.launch import app_argv
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (
+        ["train.py", override, "ppo.max_iterations=1"],
+        ["train.py", "-m", "hydra/sweeper=optuna", override],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            app_argv(argv)
+        error = str(stop.value.code)
+        assert error.startswith("Error: ") and message in error and "\n" not in error, error
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_command_line(["checkpoint=a", override], PLAY, "usage")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_key_check_accepts_every_key_of_every_variant_and_the_open_dicts():
+    """No false refusal: every key path of every group option's composed config passes the check, so do
+    the open dict (`+env.robot.params.<k>`), Hydra's own keys and groups, a basic sweep over options, and
+    a group added from a user's search path."""
+    from navexp import compose_config
+    from navexp.config.keys import _schema, check_overrides, config_groups, unknown_key
+
+    groups, schema = config_groups(), _schema()
+    assert "scenarios" not in groups and "suites" not in groups and "base_reward" not in groups["reward"]
+    for group, options in groups.items():
+        for option in options:
+            cfg = compose_config([f"{group}={option}"])
+            paths = [p for p in _key_paths(cfg) if not p.startswith("hydra")]
+            assert len(paths) > 100
+            bad = [p for p in paths if unknown_key(p, schema) is not None]
+            assert bad == [], (group, option, bad[:5])
+    check_overrides(
+        [
+            "+env.robot.params.lateral_k=5",
+            "+hydra.job.env_set.A=1",
+            "hydra/sweeper=optuna",
+            "reward=bcppo,path",
+        ]
+    )
+    check_overrides(["hydra.searchpath=[pkg://elsewhere]", "+exp=old"])
+
+
+def _key_paths(node, prefix: str = "") -> list[str]:
+    from omegaconf import DictConfig, ListConfig
+
+    out = []
+    if isinstance(node, DictConfig):
+        items = [(str(k), node._get_node(k)) for k in node.keys()]
+    elif isinstance(node, ListConfig):
+        items = [(str(i), node._get_node(i)) for i in range(len(node))]
+    else:
+        return out
+    for k, child in items:
+        path = f"{prefix}.{k}" if prefix else k
+        out += [path, *_key_paths(child, path)]
+    return out
+
+
+def test_ctrl_c_in_a_tool_ends_in_one_line(capsys):
+    """KeyboardInterrupt inside a tool's main (Ctrl-C during evaluate's episodes): one line on stderr and
+    exit status 130, the shell's for SIGINT; before, Python's traceback."""
+    from navexp.config.cli import run_tool
+
+    def main():
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as stop:
+        run_tool(main)
+    err = capsys.readouterr().err
+    assert (
+        stop.value.code == 130 and err == "[navexp] interrupted (Ctrl-C): stopped before writing any file\n"
+    )
+
+
+def test_a_missing_optional_package_names_its_extra(monkeypatch, capsys):
+    """wandb, the launchers and the ONNX exporter are extras (`pip install -e .` alone leaves them out):
+    logger=wandb, hydra/launcher=joblib and navexp-export without them fail in one line naming the extra
+    to install, before anything runs (before: they were hard requirements; a missing one was a
+    traceback from deep inside)."""
+    import sys
+
+    from navexp import compose_config, export
+    from navexp.config.keys import check_overrides
+    from navexp.config.validation import validate_run_cfg
+    from navexp.extras import MissingExtraError
+
+    for module in ("wandb", "hydra_plugins.hydra_joblib_launcher", "onnxscript"):
+        monkeypatch.setitem(sys.modules, module, None)  # what find_spec reports for a module not installed
+    with pytest.raises(MissingExtraError, match=re.escape("logger=wandb needs the Python package 'wandb'")):
+        validate_run_cfg(compose_config(["logger=wandb"]))
+    with pytest.raises(ValueError, match=re.escape('pip install -e ".[launchers]"')):
+        check_overrides(["hydra/launcher=joblib"])
+    monkeypatch.setattr(sys, "argv", ["navexp-export", "checkpoint=x"])
+    with pytest.raises(SystemExit) as stop:
+        export.cli()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and 'pip install -e ".[deploy]"' in err, err

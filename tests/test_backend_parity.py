@@ -46,11 +46,14 @@ def rollout(backend: str, device: str = "cpu") -> tuple[torch.Tensor, torch.Tens
 
 
 def test_backends_agree_on_poses_scans_and_terminations():
-    """Documented tolerances: poses within 1e-4 m, every LiDAR range within 1e-3 m, identical episode ends."""
+    """Documented tolerances: identical episode ends; until each world's last step, poses within 1e-4 m
+    and every LiDAR range within 1e-3 m. At a collision the backends part on purpose: warp holds the
+    robot where it touched (it steps without contact forces), mujoco's contact lets it slide on."""
     p_warp, s_warp, e_warp = rollout("warp")
     p_mj, s_mj, e_mj = rollout("mujoco")
     assert e_warp == e_mj and len(e_warp) == 3  # the same worlds end at the same steps for the same reason
-    assert (p_warp - p_mj).norm(dim=-1).max() < 1e-4
-    assert (s_warp - s_mj).abs().max() < 1e-3
+    for w, (end, _) in e_warp.items():
+        assert (p_warp[:end, w] - p_mj[:end, w]).norm(dim=-1).max() < 1e-4
+        assert (s_warp[:end, w] - s_mj[:end, w]).abs().max() < 1e-3  # [end - 1]: what the last action saw
     # The worlds really moved (the comparison is not of robots standing still).
     assert (p_warp[-1] - p_warp[0]).norm(dim=-1).min() > 0.3

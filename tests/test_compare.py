@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import yaml
 from scipy import stats
 
 from navexp import compare
+from navexp.analysis.compare import COLUMNS, group_label
 
 # clip 0.1: seeds 1-4; clip 0.2: seeds 1-2 and one unfinished run; one lone run of clip 0.3.
 RUNS = {
@@ -28,18 +30,47 @@ RUNS = {
 }
 
 
-def make_run(root: Path, name: str, clip: str, seed: int, success: float | None, old: bool = False) -> Path:
-    """A run dir as navexp.train leaves it: config.yaml, .hydra/overrides.yaml, eval.json when done
-    (``old``: as it left it before the ``ppo`` sections, with ``ppo.clip_param``)."""
+def make_run(
+    root: Path,
+    name: str,
+    clip: str,
+    seed: int,
+    success: float | None,
+    old: bool = False,
+    env: str = "room",
+    extra: list[str] = (),
+) -> Path:
+    """A run dir as navexp.train leaves it: config.yaml (the resolved config: the sweeper's trial id,
+    the W&B name and the device in it too), .hydra/overrides.yaml and .hydra/hydra.yaml (its group
+    choices), eval.json when done (``old``: as it left it before the ``ppo`` sections, with
+    ``ppo.clip_param``). ``env=traps`` changes two env keys, as the group's file would; ``extra``
+    overrides (``env.num_envs=8``) are set in the config and recorded on the command line."""
     d = root / name
     (d / ".hydra").mkdir(parents=True)
     # What a sweeper adds to a trial (its id, W&B name, device) never splits a group.
     key = "ppo.clip_param" if old else "ppo.algorithm.clip_param"
     overrides = [f"{key}={clip}", f"seed={seed}", "hydra.run.dir=x", f"sweep.trial_id={seed}"]
-    overrides += [f"logger.name=trial_{seed}", f"env.device=cuda:{seed % 2}"]
+    overrides += [f"logger.name=trial_{seed}", f"env.device=cuda:{seed % 2}", *extra]
+    overrides += [] if env == "room" else [f"env={env}"]
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    choices = {"env": env, "reward": "bcppo", "hydra/launcher": "basic"}
+    (d / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": choices}}}))
     ppo = {"clip_param": float(clip), "desired_kl": 0.01}
-    config = {"seed": seed, "ppo": ppo if old else {"algorithm": ppo}, "env": {"num_envs": 4}}
+    env_cfg = {
+        "num_envs": 4,
+        "device": f"cuda:{seed % 2}",
+        "maps": {"weights": {"room": 1.0, "dead_end": 0.0}},
+    }
+    if env == "traps":
+        env_cfg["maps"]["weights"] = {"room": 0.2, "dead_end": 0.25}
+    config = {"seed": seed, "ppo": ppo if old else {"algorithm": ppo}, "env": env_cfg}
+    config |= {"sweep": {"trial_id": seed}, "logger": {"name": f"trial_{seed}"}}
+    for o in (o for o in extra if "." in o.split("=")[0]):  # reward=bcppo: a choice, in hydra.yaml
+        k, v = o.split("=", 1)
+        node = config
+        for part in k.split(".")[:-1]:
+            node = node.setdefault(part, {})
+        node[k.split(".")[-1]] = yaml.safe_load(v)
     (d / "config.yaml").write_text(yaml.safe_dump(config))
     (d / "wandb" / "offline-run-x" / "files").mkdir(parents=True)  # W&B's own config.yaml: not a run
     (d / "wandb" / "offline-run-x" / "files" / "config.yaml").write_text("{}")
@@ -133,12 +164,13 @@ def test_out_writes_csv_with_the_documented_columns_and_the_plots(tree, tmp_path
 
 def test_by_groups_on_config_keys_and_a_bad_key_names_the_varying_ones(tree):
     """by=ppo.algorithm.desired_kl puts all 7 finished runs in one group; by=ppo.clip fails naming
-    ppo.algorithm.clip_param and seed, the keys that vary."""
+    the config keys that vary (ppo.algorithm.clip_param, the seed and what differs by trial)."""
     (row,) = compare.main([str(tree), "by=ppo.algorithm.desired_kl"]).rows
     assert row["n_runs"] == 7 and row["ppo.algorithm.desired_kl"] == "0.01"
     with pytest.raises(
         KeyError,
-        match=r"by='ppo.clip' is not a config key .*keys that vary: \['ppo.algorithm.clip_param', 'seed'\]",
+        match=r"by='ppo.clip' is not a config key .*keys that vary: \['env.device', 'logger.name', "
+        r"'ppo.algorithm.clip_param', 'seed', 'sweep.trial_id'\]",
     ):
         compare.main([str(tree), "by=ppo.clip"])
     with pytest.raises(ValueError, match="unknown option 'bye=seed'; options: by=, out="):
@@ -173,18 +205,18 @@ def test_entry_aggregates_one_suite_entry_instead_of_the_main_one(tree):
 
 @pytest.mark.filterwarnings("error")
 def test_plots_wrap_long_group_names(tmp_path):
-    """Groups named by long override lists (as scripts/learning_seeds.sh makes them, 80-130 characters)
-    are drawn whole and without a layout warning: the names wrap at 48 characters, so the success plot
-    stays near its 7-inch width at 90 dpi (630 px plus a 48-character label column, under 1000 px;
-    one line per name made it about 1800 px)."""
-    recipe = ["env=traps", "reward=path", "ppo.max_iterations=700"]
-    recipe += ["reward.terms.near_obstacle.params.safe_dist=0.5"]
-    for i, weight in enumerate(("-0.15", "-0.3")):
+    """Groups told apart by several long keys (as scripts/learning_seeds.sh's recipes make them,
+    80-130 characters) are drawn whole and without a layout warning: the names wrap at 48 characters,
+    so the success plot stays near its 7-inch width at 90 dpi (630 px plus a 48-character label column,
+    under 1000 px; one line per name made it about 1800 px)."""
+    keys = ["reward.terms.near_obstacle.params.safe_dist", "reward.terms.near_obstacle.weight"]
+    keys += ["reward.terms.path_progress.weight", "ppo.algorithm.entropy_coef"]
+    for i, values in enumerate((("0.5", "-0.15", "1.0", "0.005"), ("0.4", "-0.3", "2.0", "0.01"))):
         for seed in (1, 2):
-            d = make_run(tmp_path / "multirun", f"r{i}_{seed}", "0.2", seed, 0.9)
-            overrides = [*recipe, f"reward.terms.near_obstacle.weight={weight}", f"seed={seed}"]
-            (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    compare.main([str(tmp_path / "multirun"), f"out={tmp_path / 'long.md'}"])
+            extra = [f"{k}={v}" for k, v in zip(keys, values, strict=True)]
+            make_run(tmp_path / "multirun", f"r{i}_{seed}", "0.2", seed, 0.9, env="traps", extra=extra)
+    result = compare.main([str(tmp_path / "multirun"), f"out={tmp_path / 'long.md'}"])
+    assert len(result.rows) == 2 and len(group_label(result.rows[0])) > 130
     for name in ("long_success.png", "long_profile.png"):
         png = (tmp_path / name).read_bytes()
         width = int.from_bytes(png[16:20], "big")  # the IHDR chunk's width
@@ -310,23 +342,105 @@ def test_bad_options_are_named_before_any_run_is_read(tree, arg, message):
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("file", "content", "reason"),
     [
-        ('{"success_rate": 0.5', "cannot be read as an evaluation"),
-        ('{"spl": 0.5}', "is not an evaluation of navexp.train or navexp.evaluate"),
-        ("[1, 2]", "is not an evaluation of navexp.train or navexp.evaluate"),
+        ("eval.json", '{"success_rate": 0.5', r"not JSON \(Expecting"),
+        ("eval.json", '{"spl": 0.5}', r"not an evaluation of navexp.train or navexp.evaluate"),
+        ("eval.json", "[1, 2]", r"not an evaluation of navexp.train or navexp.evaluate"),
+        ("eval.json", '{"success_rate": null}', r"success_rate is 'None'; allowed: a number in \[0, 1\]"),
+        ("eval.json", '{"success_rate": NaN}', r"success_rate is 'nan'; allowed: a number in \[0, 1\]"),
+        ("eval.json", '{"success_rate": "abc"}', r"success_rate is 'abc'; allowed: a number in \[0, 1\]"),
+        ("eval.json", '{"success_rate": 0.5, "entries": [1]}', r"'entries' is a list, not a mapping"),
+        (
+            "eval.json",
+            '{"success_rate": 0.5, "entries": {"dense": {"success_rate": "x"}}}',
+            r"entries.dense.",
+        ),
+        (".hydra/overrides.yaml", "- seed=1\n- [unclosed", r"not YAML \(while parsing"),
+        (".hydra/overrides.yaml", "seed=1", r"not a list of key=value overrides \(holds a str: seed=1\)"),
+        (
+            ".hydra/overrides.yaml",
+            "{seed: 1}",
+            r"not a list of key=value overrides \(holds a dict: \{'seed': 1\}\)",
+        ),
+        (".hydra/overrides.yaml", "- {seed: 1}", r"not a list of key=value overrides"),
+        (".hydra/hydra.yaml", "hydra: [", r"not YAML"),
+        ("config.yaml", "ppo: [unclosed\n", r"not a run's config"),
+        ("config.yaml", "3", r"not a run's config \(Invalid loaded object type: int"),
     ],
 )
-def test_a_broken_evaluation_file_is_named(tree, content, message):
-    (tree / "a1" / "eval.json").write_text(content)
-    with pytest.raises(ValueError, match=f"{tree / 'a1' / 'eval.json'}.*{message}"):
-        compare.main([str(tree)])
+def test_a_run_with_a_corrupt_file_is_listed_as_unreadable_and_the_rest_compared(
+    tree, tmp_path, capsys, file, content, reason
+):
+    """Run a1 with a corrupt eval.json (truncated, foreign, a success rate that is null, NaN, text,
+    entries as a list or with a bad entry), .hydra/overrides.yaml (truncated, a scalar, a mapping, a
+    mapping item), hydra.yaml or config.yaml: one line `unreadable, left out: <file>: <what is wrong>`,
+    and the table of the other runs is printed and written: clip 0.1 of a2-a4 alone, 3 runs, mean
+    (0.9+0.5+0.6)/3 = 66.7 %. Before: exit 0 with a blank mean (null, NaN), tracebacks (entries as a
+    list, overrides.yaml) or the whole comparison refused (a truncated eval.json) and a mapping in
+    overrides.yaml left the run silently ungrouped."""
+    bad = tree / "a1" / file
+    bad.write_text(content)
+    result = compare.main([str(tree), f"out={tmp_path / 't.csv'}"])
+    (unreadable,) = result.unreadable
+    assert re.fullmatch(rf"{re.escape(str(bad))}: .*{reason}.*", str(unreadable)), str(unreadable)
+    rows = {r["ppo.algorithm.clip_param"]: r for r in result.rows}
+    assert rows["0.1"]["n_runs"] == 3 and rows["0.1"]["success_rate_mean"] == pytest.approx(2.0 / 3)
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("unreadable")]
+    assert line == f"unreadable, left out: {unreadable}"
+    with open(tmp_path / "t.csv") as f:
+        assert {r["ppo.algorithm.clip_param"]: r["n_runs"] for r in csv.DictReader(f)} == {
+            "0.1": "3",
+            "0.2": "2",
+            "0.3": "1",
+        }
 
 
-def test_a_broken_run_config_is_named(tree):
-    (tree / "a2" / "config.yaml").write_text("ppo: [unclosed\n")
-    with pytest.raises(ValueError, match=f"{tree / 'a2' / 'config.yaml'} cannot be read as a run's config"):
-        compare.main([str(tree)])
+def test_groups_follow_the_resolved_config_not_the_command_line(tmp_path, capsys):
+    """Two runs with one config, one launched with the defaults spelled out (reward=bcppo
+    ppo.algorithm.desired_kl=0.01): one group of 2, and the settings every run has alike printed once
+    above the table (before: two groups, the default run's desired_kl shown as '-'). A run with
+    desired_kl 0.02 is a group of its own; its column shows 0.01 for the others."""
+    root = tmp_path / "runs"
+    make_run(root, "a1", "0.1", 1, 0.80, extra=["reward=bcppo", "ppo.algorithm.desired_kl=0.01"])
+    make_run(root, "a2", "0.1", 2, 0.60)
+    make_run(root, "b1", "0.1", 3, 0.90, extra=["ppo.algorithm.desired_kl=0.02"])
+    result = compare.main([str(root)])
+    rows = {r["ppo.algorithm.desired_kl"]: r for r in result.rows}
+    assert {k: r["n_runs"] for k, r in rows.items()} == {"0.01": 2, "0.02": 1}
+    assert rows["0.01"]["success_rate_mean"] == pytest.approx(0.70)
+    assert list(rows["0.01"])[0] == "ppo.algorithm.desired_kl" and "reward" not in rows["0.01"]
+    assert result.shared == {"ppo.algorithm.clip_param": "0.1", "reward": "bcppo"}
+    out = capsys.readouterr().out
+    assert out.startswith("same in every run compared: ppo.algorithm.clip_param=0.1 reward=bcppo\n")
+
+
+def test_a_group_choice_is_one_column_and_the_keys_it_sets_are_named_below(tmp_path, capsys):
+    """env=traps against the default env=room: one column `env` (room, traps), not a column per env
+    key it changes (env.maps.weights.dead_end, .room: named once below the table); a key a command line
+    sets (env.num_envs=8) keeps its column. The group of 2 runs shows no IQM, the legend says why."""
+    root = tmp_path / "runs"
+    make_run(root, "a1", "0.1", 1, 0.80)
+    make_run(root, "a2", "0.1", 2, 0.60)
+    make_run(root, "t1", "0.1", 1, 0.50, env="traps")
+    make_run(root, "t2", "0.1", 2, 0.40, env="traps", extra=["env.num_envs=8"])
+    result = compare.main([str(root)])
+    keys = [(r["env"], r["env.num_envs"], r["n_runs"]) for r in result.rows]
+    assert sorted(keys) == [("room", "4", 2), ("traps", "4", 1), ("traps", "8", 1)]
+    assert [k for k in result.rows[0] if k not in COLUMNS and "_mean" not in k] == [
+        "env",
+        "env.num_envs",
+    ]
+    assert result.hidden == ["env.maps.weights.dead_end", "env.maps.weights.room"]
+    assert result.rows[0]["success_rate_iqm"] is None
+    out = capsys.readouterr().out
+    assert "also differing, with the columns above: env.maps.weights.dead_end, env.maps.weights.room" in out
+    assert "| room | 4 | 2 | 70.0 |" in out
+    assert "iqm: interquartile mean, the mean of the middle 50 % of runs (from 4 runs; '-' below)" in out
+    assert (
+        "ci95: 95 % interval of the mean over a group's runs (percentile bootstrap, 10,000 resamples" in out
+    )
 
 
 def test_runs_from_before_the_ppo_sections_group_with_todays(tmp_path):
@@ -343,3 +457,15 @@ def test_runs_from_before_the_ppo_sections_group_with_todays(tmp_path):
             "0.2": 2,
             "0.3": 1,
         }
+
+
+def test_console_verbosity_and_the_env_label_never_split_a_group(tmp_path):
+    """A run launched with verbose=true and env.name=room in its config (runs made since the env got
+    its label) against one made before the label existed: one group of 2 (before: two groups, the
+    label and the verbosity shown as columns)."""
+    root = tmp_path / "runs"
+    make_run(root, "new", "0.1", 1, 0.80, extra=["verbose=true", "env.name=room"])
+    make_run(root, "old", "0.1", 2, 0.60)
+    result = compare.main([str(root)])
+    assert [r["n_runs"] for r in result.rows] == [2]
+    assert result.rows[0]["success_rate_mean"] == pytest.approx(0.70)

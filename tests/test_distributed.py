@@ -75,7 +75,7 @@ def test_two_ranks_write_one_run_directory(two_rank_run):
     assert info["world_size"] == 2 and info["dist_backend"] == "gloo"
     assert info["num_envs_total"] == 8  # 2 ranks x env.num_envs=4
     # Progress lines only from rank 0: 2 iterations, 2 lines.
-    assert out.count("[navexp] it     1/2") == 1 and out.count("[navexp] it     2/2") == 1
+    assert out.count("[navexp] it     0/1") == 1 and out.count("[navexp] it     1/1") == 1
 
 
 @pytest.mark.e2e
@@ -140,14 +140,14 @@ def test_ctrl_c_stops_both_ranks_with_rank0_checkpoint(tmp_path):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("[navexp] it     3/200"):
+        if line.startswith("[navexp] it     2/199"):
             os.killpg(proc.pid, signal.SIGINT)
     proc.wait(timeout=120)
     out = "".join(lines)
     saved = [ln for ln in lines if ln.startswith("[navexp] interrupted: saved")]
     assert len(saved) == 1, out[-4000:]
     assert "[navexp] rank 1: stopped with rank 0" in out
-    # The signal is sent once iteration index 2 is printed ("it 3/200"). The ranks agree to stop at the
+    # The signal is sent once iteration index 2 is printed ("it 2/199"). The ranks agree to stop at the
     # next check after an iteration: right after index 2 when the signal beats that check (the ranks
     # check just after printing), else after index 3 (or 4 on a loaded machine). The completed
     # iteration is the one saved.
@@ -175,7 +175,7 @@ def test_a_dead_peer_rank_leaves_rank0s_last_finished_iteration_saved(tmp_path):
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("[navexp] it     4/200"):
+        if line.startswith("[navexp] it     3/199"):
             os.kill(rank_pid(proc.pid, 1), signal.SIGKILL)
     proc.wait(timeout=120)
     out = "".join(lines)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import importlib
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from navexp import compose_config
@@ -176,6 +178,29 @@ def test_documented_train_commands_compose(doc, args):
     ]
     cfg = compose_config(plain)
     assert cfg.env.num_envs >= 1, (doc, args, multirun)
+
+
+def _placeholder_resume(args: list[str]) -> bool:
+    return any(a.startswith("resume=") for a in args)  # outputs/navexp/<run>: no such run here
+
+
+@pytest.mark.parametrize(
+    ("doc", "args"), [(d, a) for d, t, a in COMMANDS if t == "train" and not _placeholder_resume(a)]
+)
+def test_documented_train_commands_pass_the_apps_front_door(doc, args, monkeypatch, capsys):
+    """Every `python -m navexp.train ...` as typed goes through the app's own command line (old names
+    translated, every key and group option checked, size=auto resolved): a single run then composes
+    through Hydra's main with `--cfg job` (the config it would train), a sweep's command line passes
+    the same checks."""
+    from navexp import train
+
+    if "-m" in args:
+        assert train.app_argv(["navexp-train", *args])[1 : 1 + len(args)]  # raises SystemExit on a bad one
+        return
+    monkeypatch.setattr(sys, "argv", ["navexp-train", *args, "--cfg", "job"])
+    train.cli()
+    job = yaml.safe_load(capsys.readouterr().out)
+    assert job["env"]["num_envs"] >= 1 and job["size"] in ("cpu", "gpu", "tiny", "none"), (doc, args)
 
 
 @pytest.mark.parametrize(("doc", "overrides"), SCRIPT_RUNS)

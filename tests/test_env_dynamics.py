@@ -167,20 +167,39 @@ def test_non_finite_state_stops_with_the_worlds_named(backend):
         env.check_faults()
 
 
-def test_constraint_buffer_overflow_is_reported(scenario_file):
-    """warp: with one constraint row per world a contact (4 pyramid rows) overflows njmax: the check
-    after step 8 raises naming the buffer and world 0 (the one driving into its obstacle)."""
-    env = build_env(
-        "env.sim.backend=warp",
-        "env.num_envs=2",
-        f"env.scenarios={scenario_file(TWO_WORLDS)}",
-        "env.sim.njmax_per_world=1",
-        "env.auto_reset=false",
-        "env.check_every=8",
-    )
-    with pytest.raises(RuntimeError, match=r"njmax.* in worlds \[0\]"):
-        for _ in range(8):
-            env.step(FORWARD.repeat(2, 1))
+WALL_AHEAD = """
+scenarios:
+  - name: wall_ahead
+    robot: {x: 3.0, y: 0.0, yaw_deg: 0.0}
+    goal: {x: -3.0, y: 3.0}
+"""
+
+
+def _drive_into_the_wall(backend: str, scenario: str):
+    env = build_env(backend, "env.num_envs=1", f"env.scenarios={scenario}", "env.auto_reset=false")
+    ended_at, poses = None, []
+    for i in range(10):
+        _, _, done, _ = env.step(FORWARD.repeat(1, 1))
+        poses.append(env.state.pos_xy[0, 0].item())
+        if done[0] and ended_at is None:
+            ended_at = i
+    return env, ended_at, poses
+
+
+def test_a_robot_driven_into_a_wall_ends_as_collision_at_the_same_step_on_both_backends(scenario_file):
+    """The warp backend steps without constraints (no contact force, no solver): driving at 1.5 m/s
+    from x = 3.0 at the wall x = 4.0 (robot radius 0.2: contact from x >= 3.8, 0.15 m per step) ends
+    as a collision at the same control step as on the mujoco backend, whose contacts push back. The
+    warp robot is then held where its contact was found: at rest, at most one substep's travel
+    (1.5 m/s x 0.02 s = 0.03 m) into the wall, and it stays there."""
+    path = scenario_file(WALL_AHEAD)
+    warp, warp_end, warp_x = _drive_into_the_wall("env.sim.backend=warp", path)
+    mujoco, mujoco_end, _ = _drive_into_the_wall("env.sim.backend=mujoco", path)
+    assert warp_end == mujoco_end and warp_end is not None and 4 <= warp_end <= 6
+    assert warp.state.reason.tolist() == mujoco.state.reason.tolist() == [2]  # collision
+    assert 3.8 <= warp_x[warp_end] <= 3.8 + 0.03 + 1e-6
+    assert warp.sim.qvel.abs().max().item() == 0.0
+    assert warp_x[-1] == warp_x[warp_end]  # held: no contact force moves it afterwards
 
 
 def test_a_reset_elsewhere_does_not_touch_a_running_world(scenario_file, backend):

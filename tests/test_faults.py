@@ -18,6 +18,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import TINY
@@ -278,6 +279,62 @@ def test_numpy_policy_load_of_another_file_names_what_to_load(tmp_path):
         ValueError, match=r"other.npz is not a policy.npz of navexp.export \(no 'meta' array\)"
     ):
         NumpyPolicy.load(str(tmp_path / "other.npz"))
+
+
+def _tiny_npz(path, **change):
+    """A policy.npz of ``_tiny_numpy_policy`` (4 beams, one zero layer with bias [0.5, -0.5, 0.25]) with
+    the arrays of ``change`` replaced (None: left out)."""
+    import json
+
+    import numpy as np
+
+    p = _tiny_numpy_policy()
+    arrays = {
+        "activation": np.array("elu"),
+        "obs_mean": p.obs_mean,
+        "obs_std": p.obs_std,
+        "eps": np.array(1e-8),
+        "meta": np.array(json.dumps(p.meta)),
+        "model": np.array("mlp"),
+        "num_layers": np.array(1),
+        "w0": p.layers[0][0],
+        "b0": p.layers[0][1],
+    }
+    arrays.update(change)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"w0": np.array([{"code": 1}, None], dtype=object)}, r"array 'w0' holds Python objects"),
+        ({"num_layers": None}, r"no 'num_layers' array"),
+        ({"num_layers": np.array("two")}, r"array 'num_layers' is not an integer: 'two'"),
+        ({"num_layers": np.array(2)}, r"no 'w1' array"),
+        ({"meta": np.array("{not json")}, r"its 'meta' is not JSON: Expecting property name"),
+        ({"meta": np.array("[1, 2]")}, r"its 'meta' lacks obs.terms, obs.history_length, action.scale"),
+        ({"w0": np.zeros((2, 10))}, r"layer 0: w0 is \(2, 10\), b0 is \(3,\)"),
+        ({"w0": np.array([["a"] * 10] * 3)}, r"array 'w0' holds text, not numbers"),
+        ({"activation": np.array("gelu")}, r"activation 'gelu' is not supported here"),
+        ({"model": np.array("gpt")}, r"model 'gpt' is not supported here; supported: \['mlp', 'rnn', 'cnn"),
+    ],
+)
+def test_a_crafted_policy_npz_is_one_value_error_naming_the_file(tmp_path, change, reason):
+    """A policy.npz with an object array, a missing or non-integer num_layers, fewer layers than it
+    declares, metadata that is not JSON or not a policy's, a misshapen or non-numeric layer, an unknown
+    activation or model: NumpyPolicy.load raises one ValueError naming the file and what is wrong
+    (before: numpy's bare ValueError, a KeyError, a JSONDecodeError or a TypeError, none naming the file);
+    nothing in the file runs (no pickle). The untouched file loads and commands (0.75, -0.75, 0.5)."""
+    from navexp.deploy import NumpyPolicy
+
+    good = NumpyPolicy.load(str(_tiny_npz(tmp_path / "good.npz")))
+    assert good.command([1.0] * 4, [1.0, 0.0], [0.0, 0.0], 0.0) == (0.75, -0.75, 0.5)
+    path = _tiny_npz(tmp_path / "policy.npz", **change)
+    expected = rf"^{path} is not a usable policy.npz of navexp.export: {reason}"
+    with pytest.raises(ValueError, match=expected) as e:
+        NumpyPolicy.load(str(path))
+    assert type(e.value) is ValueError and "\n" not in str(e.value)
 
 
 def test_numpy_policy_nan_beams_still_read_max_range():

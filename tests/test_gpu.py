@@ -1,7 +1,7 @@
 """CUDA-only checks of the warp backend: CUDA graphs, host syncs, parity with the CPU backend.
 
 They skip without CUDA (the CPU suite proves the same properties where it can: zero counted syncs,
-masked resets; see test_hot_path.py). ``../shared/offline_gpu/check.sh`` runs them on a lent GPU.
+masked resets; see test_hot_path.py). ``scripts/gpu_check.sh`` runs them on a lent GPU.
 """
 
 from __future__ import annotations
@@ -71,10 +71,12 @@ def test_no_host_sync_in_50_steps_under_cuda_sync_debug_mode():
 
 
 def test_warp_on_cuda_matches_mujoco_on_the_cpu():
-    """The parity check of test_backend_parity with warp on the GPU: poses within 1e-4 m, ranges
-    within 1e-3 m, the same episode ends."""
+    """The parity check of test_backend_parity with warp on the GPU: the same episode ends; until each
+    world's last step poses within 1e-4 m and ranges within 1e-3 m (at a collision warp holds the
+    robot where it touched, mujoco lets it slide on)."""
     p_gpu, s_gpu, e_gpu = rollout("warp", "cuda:0")
     p_cpu, s_cpu, e_cpu = rollout("mujoco", "cpu")
-    assert e_gpu == e_cpu
-    assert (p_gpu - p_cpu).norm(dim=-1).max() < 1e-4
-    assert (s_gpu - s_cpu).abs().max() < 1e-3
+    assert e_gpu == e_cpu and len(e_gpu) == 3
+    for w, (end, _) in e_gpu.items():
+        assert (p_gpu[:end, w] - p_cpu[:end, w]).norm(dim=-1).max() < 1e-4
+        assert (s_gpu[:end, w] - s_cpu[:end, w]).abs().max() < 1e-3

@@ -406,12 +406,12 @@ def test_warp_step_with_map_families_makes_no_host_sync(reward):
 
 
 def test_family_registry_order_schema_and_duplicates():
-    """The built-in families keep their layout indices (random 0 ... grid 5); env.maps has one key
-    group per family with keys and a weight per family (random 1, the rest 0); a second family of an
-    existing name is refused naming it."""
+    """The built-in families keep their layout indices (random 0 ... grid 5), added ones follow (rooms
+    6); env.maps has one key group per family with keys and a weight per family (random 1, the rest 0);
+    a second family of an existing name is refused naming it."""
     from navexp.task.maps.families import REGISTRY, MapsCfg, register_family
 
-    assert FAMILIES == ("random", "corridor", "staggered", "cul_de_sac", "cluttered", "grid")
+    assert FAMILIES == ("random", "corridor", "staggered", "cul_de_sac", "cluttered", "grid", "rooms")
     cfg = MapsCfg()
     assert cfg.weights == {
         "random": 1.0,
@@ -420,6 +420,7 @@ def test_family_registry_order_schema_and_duplicates():
         "cul_de_sac": 0.0,
         "cluttered": 0.0,
         "grid": 0.0,
+        "rooms": 0.0,
     }
     assert [n for n, f in REGISTRY.items() if f.cfg] == [
         "corridor",
@@ -427,6 +428,7 @@ def test_family_registry_order_schema_and_duplicates():
         "cul_de_sac",
         "cluttered",
         "grid",
+        "rooms",
     ]
     assert cfg.corridor.walls == [1, 2] and cfg.grid.cell_m == 0.6
     maps = MapSpec().with_cfg(corridor={"walls": [1, 3]})

@@ -297,8 +297,10 @@ def test_bad_model_settings_fail_before_anything_is_built(override, message, tmp
 
 
 def _meta(history: int) -> dict:
-    """The metadata NumpyPolicy.act needs: frame history and a 3-wide action block."""
-    return {"obs": {"history_length": history}, "action": {"scale": [1.0, 1.0, 1.0]}}
+    """The metadata NumpyPolicy.load checks: the default's 78 columns per frame, the frame history and a
+    3-wide action block."""
+    terms = [["lidar", 72], ["goal_polar", 3], ["vel_body", 2], ["omega", 1]]
+    return {"obs": {"terms": terms, "history_length": history}, "action": {"scale": [1.0, 1.0, 1.0]}}
 
 
 def _fill_normalizer(model: torch.nn.Module, rows: torch.Tensor) -> None:
@@ -523,3 +525,39 @@ def test_a_state_dependent_std_deploys_its_mean(tmp_path):
     policy = NumpyPolicy.load(str(tmp_path / "p.npz"))
     for i in range(5):
         assert np.abs(policy.act(x[i].numpy()) - expected[i].clamp(-1, 1).numpy()).max() < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["mlp", "gru"])
+def test_policy_onnx_alone_in_an_empty_folder_runs_and_matches_torch(kind, tmp_path):
+    """export_onnx writes one file with its weights inside (before: policy.onnx plus policy.onnx.data,
+    and the file copied alone failed to load in onnxruntime). Copied alone into an empty folder, it runs
+    and gives the torch actor's action within 1e-5 on 5 observations; nothing but policy.onnx is written."""
+    import shutil
+
+    import onnxruntime as ort
+    from rsl_rl.models import MLPModel, RNNModel
+
+    from navexp.deploy.export import export_onnx
+
+    torch.manual_seed(4)
+    x = torch.rand(5, 78)
+    obs = TensorDict({"policy": x}, batch_size=[5])
+    dist = {"class_name": "GaussianDistribution", "init_std": 1.0, "std_type": "scalar"}
+    if kind == "mlp":
+        actor = MLPModel(obs, {"actor": ["policy"]}, "actor", 3, [32, 32], "elu", True, dist)
+    else:
+        actor = RNNModel(obs, {"actor": ["policy"]}, "actor", 3, [32, 32], "elu", True, dist, "gru", 16, 1)
+    _fill_normalizer(actor, x)
+    (tmp_path / "export").mkdir()
+    export_onnx(actor, 78, tmp_path / "export" / "policy.onnx")
+    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["policy.onnx"]
+    alone = tmp_path / "robot"
+    alone.mkdir()
+    shutil.copy(tmp_path / "export" / "policy.onnx", alone / "policy.onnx")
+    sess = ort.InferenceSession(str(alone / "policy.onnx"))
+    feeds = {"obs": x.numpy()}
+    if kind == "gru":
+        feeds["h_in"] = np.zeros((1, 5, 16), dtype=np.float32)
+    with torch.inference_mode():
+        expected = actor(obs)
+    assert np.abs(sess.run(None, feeds)[0] - expected.numpy()).max() < 1e-5

@@ -13,9 +13,19 @@ from navexp.task.obs.terms import GROUP_OF, OBS_TERMS, Provenance, obs_term
 
 
 def test_every_deployable_term_has_a_numpy_twin():
-    """The policy group's terms (lidar, goal_polar, vel_body, omega, action_prev) all have twins."""
+    """The policy group's terms (lidar, lidar_history, goal_polar, vel_body, omega, action_prev,
+    route_subgoal, odom_history) all have twins."""
     deployable = [n for n in OBS_TERMS.names() if GROUP_OF[OBS_TERMS.get(n).meta["provenance"]] == "policy"]
-    assert deployable == ["lidar", "goal_polar", "vel_body", "omega", "action_prev"]
+    assert deployable == [
+        "lidar",
+        "lidar_history",
+        "goal_polar",
+        "vel_body",
+        "omega",
+        "action_prev",
+        "route_subgoal",
+        "odom_history",
+    ]
     assert set(deployable) <= set(NUMPY_TWINS)
 
 

@@ -114,7 +114,8 @@ def test_every_variant_composes_and_builds(env_v, obs_v, reward_v):
         )
     )
     obs, rew, done, extras = env.step(torch.zeros(2, 3))
-    assert obs["policy"].shape == (2, 78) and torch.isfinite(rew).all()
+    width = 78 + 3 * 72 if obs_v == "dynamic" else 78  # obs=dynamic adds 3 earlier scans
+    assert obs["policy"].shape == (2, width) and torch.isfinite(rew).all()
 
 
 def test_bcppo_is_the_design_table():
@@ -254,7 +255,7 @@ def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file)
         "env.num_envs=1", f"env.scenarios={path}", "+reward.terms.test_clearance_bonus={weight: 1.0}"
     )
     assert shaped.needs_clearance and abs(shaped.state.clearance[0].item() - 1.50) < 1e-5
-    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist'\]"
+    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist', 'goal_field'\]"
     with pytest.raises(ValueError, match=r"reads=\['clerance'\]; " + allowed):
         reward_term("wall_hugging", reads=("clerance",))
 

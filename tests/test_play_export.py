@@ -61,7 +61,8 @@ def recorded(run_dir):
 
 
 def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_path):
-    """policy.pt and policy.onnx give rsl_rl's deterministic action within 1e-5 on 24 recorded obs."""
+    """policy.pt and policy.onnx give rsl_rl's deterministic action within 1e-5 on 24 recorded obs; the
+    export folder holds the four files and nothing else, and policy.onnx copied alone runs."""
     import onnxruntime as ort
 
     from navexp import export
@@ -72,7 +73,11 @@ def test_torchscript_and_onnx_match_the_framework_actor(run_dir, recorded, tmp_p
         expected = actor(__import__("tensordict").TensorDict({"policy": obs}, batch_size=[len(obs)]))
     ts = torch.jit.load(str(files["torchscript"]))
     assert torch.allclose(ts(obs), expected, atol=1e-5)
-    sess = ort.InferenceSession(str(files["onnx"]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f.name for f in files.values())
+    alone = tmp_path / "alone"  # the ONNX file by itself (its weights inside), as a robot receives it
+    alone.mkdir()
+    (alone / "policy.onnx").write_bytes(files["onnx"].read_bytes())
+    sess = ort.InferenceSession(str(alone / "policy.onnx"))
     onnx_out = sess.run(["actions"], {"obs": obs.numpy()})[0]
     assert np.abs(onnx_out - expected.numpy()).max() < 1e-5
     meta = __import__("json").loads(files["meta"].read_text())

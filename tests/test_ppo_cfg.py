@@ -213,3 +213,25 @@ def test_every_ppo_check_is_in_one_function_called_once_per_run(tmp_path, monkey
     overrides = [*RUN, "eval.enabled=false"]
     run(compose_config(overrides), tmp_path / "run", overrides, quiet=True)
     assert len(calls) == 1
+
+
+def test_torch_compile_mode_reaches_rsl_rl_and_its_cuda_graph_modes_are_refused():
+    """``ppo.torch_compile_mode`` is rsl_rl's runner key: ``default`` makes rsl_rl wrap actor and critic
+    in torch.compile (the policy it saves and exports stays the plain module); ``reduce-overhead``,
+    which rsl_rl refuses, fails validation naming the valid choices; null (the default) compiles
+    nothing."""
+    from navexp import make_env
+    from navexp.learn.runner import NavRunner
+
+    bad = compose_config([*TINY, "ppo.torch_compile_mode=reduce-overhead"])
+    allowed = "allowed: null | default | max-autotune-no-cudagraphs"
+    with pytest.raises(ValueError, match=rf"ppo.torch_compile_mode='reduce-overhead' is invalid; {allowed}"):
+        validate_run_cfg(bad)
+    assert build_train_cfg(compose_config(TINY))["torch_compile_mode"] is None
+    cfg = compose_config([*TINY, "ppo.torch_compile_mode=default"])
+    validate_run_cfg(cfg)
+    env = make_env(cfg)
+    runner = NavRunner(env, build_train_cfg(cfg), None, "cpu", infos={}, quiet=True)
+    compiled = torch._dynamo.eval_frame.OptimizedModule
+    assert isinstance(runner.alg.actor, compiled) and isinstance(runner.alg.critic, compiled)
+    assert runner.alg.get_policy() is runner.alg.actor._orig_mod

@@ -120,3 +120,15 @@ def test_no_attribute_of_an_rsl_rl_object_is_reassigned():
         if REASSIGNED.search(line)
     ]
     assert hits == []
+
+
+def test_rsl_rls_printout_shows_only_when_verbose(tmp_path, capsys):
+    """rsl_rl prints the observation sets and both models when the runner is made: hidden by default
+    (before: 30 lines before the first progress line), shown with verbose=true."""
+    cfg = compose_config(["env.device=cpu", "env.num_envs=4", "ppo.num_steps_per_env=8"])
+    env = make_env(cfg)
+    NavRunner(env, build_train_cfg(cfg), str(tmp_path / "a"), "cpu", infos={}, quiet=True)
+    assert "Actor Model" not in capsys.readouterr().out
+    NavRunner(env, build_train_cfg(cfg), str(tmp_path / "b"), "cpu", infos={}, quiet=True, verbose=True)
+    out = capsys.readouterr().out
+    assert "Resolved observation sets" in out and "Actor Model" in out and "Critic Model" in out

@@ -36,10 +36,11 @@ def test_the_check_catches_a_missing_method_and_a_changed_signature():
             pass
 
     problems = protocol_mismatches(Wrong)
-    assert len(problems) == 3, problems
+    assert len(problems) == 4, problems
     assert any(p.startswith("write_layouts(self, mask, layout, extra) differs") for p in problems)
     assert any(p.startswith("sense(self, changed) differs") for p in problems)
     assert "missing method overflow_reason" in problems
+    assert "missing method move_obstacles" in problems
 
 
 def test_built_backends_expose_the_contract_tensors(backend):
@@ -49,13 +50,15 @@ def test_built_backends_expose_the_contract_tensors(backend):
     sim = env.sim
     assert isinstance(sim, Simulator)
     shapes = {
-        t: tuple(getattr(sim, t).shape) for t in ("qpos", "qvel", "ctrl", "contact", "overflow", "ranges")
+        t: tuple(getattr(sim, t).shape)
+        for t in ("qpos", "qvel", "ctrl", "contact", "moving_contact", "overflow", "ranges")
     }
     assert shapes == {
         "qpos": (2, 3),
         "qvel": (2, 3),
         "ctrl": (2, 3),
         "contact": (2,),
+        "moving_contact": (2,),
         "overflow": (2,),
         "ranges": (2, 72),
     }

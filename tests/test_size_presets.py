@@ -65,7 +65,7 @@ def test_command_line_key_wins_over_the_preset(order):
     assert cfg.ppo.max_iterations == 350 and cfg.eval.num_episodes == 200 and cfg.size == "cpu"
 
 
-@pytest.mark.parametrize("size", ["gpu", "cpu", "none"])
+@pytest.mark.parametrize("size", ["gpu", "cpu", "tiny", "none"])
 def test_every_size_variant_composes_with_its_values(size):
     """Each configs/size/<size>.yaml composes and every key it sets holds its value."""
     cfg = compose_config([f"size={size}"])
@@ -126,11 +126,13 @@ def test_app_composes_the_cpu_preset_here():
 @pytest.mark.e2e
 def test_invalid_size_names_the_valid_options():
     """size=big: an error naming the value and auto | cpu | gpu | none, from the API and from the app."""
-    with pytest.raises(ValueError, match=r"size='big' is invalid; allowed: auto \| cpu \| gpu \| none"):
+    with pytest.raises(
+        ValueError, match=r"size='big' is invalid; allowed: auto \| cpu \| gpu \| none \| tiny"
+    ):
         compose_config(["size=big"])
     proc = app("size=big", timeout=120)
     assert proc.returncode != 0
-    assert "size='big' is invalid; allowed: auto | cpu | gpu | none" in proc.stderr
+    assert "size='big' is invalid; allowed: auto | cpu | gpu | none | tiny" in proc.stderr
 
 
 def test_evaluation_with_another_size_takes_the_presets_keys():

@@ -170,14 +170,17 @@ def test_evaluate_cli_runs_a_suite_file_and_names_its_output(suite_run, tmp_path
     out.unlink()
 
 
+UNKNOWN_SUITE = r"suite='nope' is unknown; allowed: default \| dynamic \| families \| floorplans \| ood"
+
+
 def test_an_unknown_suite_fails_listing_the_shipped_ones(suite_run, tmp_path):
     """suite=nope in evaluate, and eval.suite=nope in training: ValueError naming it and listing
-    default | families, before any episode or run directory."""
+    default | dynamic | families | floorplans | ood, before any episode or run directory."""
     from navexp import evaluate
 
-    with pytest.raises(ValueError, match=r"suite='nope' is unknown; allowed: default \| families"):
+    with pytest.raises(ValueError, match=UNKNOWN_SUITE):
         evaluate.main([f"checkpoint={suite_run}", "suite=nope"])
-    with pytest.raises(ValueError, match=r"suite='nope' is unknown; allowed: default \| families"):
+    with pytest.raises(ValueError, match=UNKNOWN_SUITE):
         run(compose_config([*RUN, "eval.suite=nope"]), tmp_path / "x", RUN, quiet=True)
     assert not (tmp_path / "x").exists()
 
@@ -200,16 +203,25 @@ def test_a_suite_entry_with_an_unknown_key_or_a_bad_value_fails_naming_the_entry
 
 def test_shipped_suites_validate_against_the_default_config():
     """default has room then dense; families has one entry per map family, in FAMILIES order; ood has
-    its four held-out geometries (tests/test_trap_geometry.py); all pass every entry's env validation."""
+    its four held-out geometries (tests/test_trap_geometry.py), floorplans its three held-out floor
+    plans (tests/test_rooms.py); dynamic its moving-obstacle entries (tests/test_moving.py); all
+    pass every entry's env validation."""
     from navexp.config.suites import check_suite, load_suite, shipped_suites
     from navexp.task.maps import FAMILIES
 
     cfg = compose_config(["env.device=cpu"])
-    assert shipped_suites() == ["default", "families", "ood"]
+    assert shipped_suites() == ["default", "dynamic", "families", "floorplans", "ood"]
     for name in shipped_suites():
         check_suite(cfg, name)
-    assert [e.name for e in load_suite("default").entries] == ["room", "dense"]
+    assert [e.name for e in load_suite("default").entries] == ["run_env", "dense"]
     assert [e.name for e in load_suite("families").entries] == list(FAMILIES)
+    assert [e.name for e in load_suite("dynamic").entries] == [
+        "dynamic",
+        "faster",
+        "crowded",
+        "crossing",
+        "doorway",
+    ]
 
 
 def test_eval_scalar_tags_per_entry_family_and_scenario():
@@ -302,3 +314,22 @@ def test_an_entry_that_draws_its_layouts_plays_them_not_the_runs_scenario_file(
     )
     (a,) = load_suite(str(check)).entries
     assert entry_config(cfg, a).env.scenarios == path
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ([], ["room", "dense"]),
+        (["recipe=traps"], ["traps", "dense"]),
+        (["env=families"], ["families", "dense"]),
+        (["env=dense"], ["run_env", "dense"]),
+    ],
+)
+def test_the_run_envs_entry_is_named_after_the_env(overrides, names):
+    """The default suite's first entry is the run's own env and carries its name (env.name), so a
+    recipe=traps run's evaluation reads `traps`, not `room` as before; when the suite already has an
+    entry of that name (`dense`), it stays `run_env`."""
+    from navexp.config.suites import load_suite
+
+    cfg = compose_config(overrides)
+    assert [e.name for e in load_suite("default", cfg.env.name).entries] == names

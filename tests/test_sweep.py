@@ -70,7 +70,7 @@ def test_default_study_runs_reports_and_continues(tmp_path):
     for t in trials:  # each trial is a full run with its own directory and evaluation
         ev = json.loads((Path(t.user_attrs["run_dir"]) / "eval.json").read_text())
         assert ev["success_rate"] == t.value == t.user_attrs["success_rate"]
-    report = tmp_path / "study.db-unit"  # next to its storage, tmp_path/study.db: <file name>-<study>
+    report = tmp_path / "sweep" / "report"  # the sweep's report: <hydra.sweep.dir>/report
     assert (report / "report.md").is_file() and (report / "optimization_history.png").stat().st_size > 1000
     assert (report / "param_vs_success.png").is_file()
     assert json.loads((report / "summary.json").read_text())["trial_states"]["COMPLETE"] == 3
@@ -106,7 +106,7 @@ def test_failure_rate_above_the_limit_aborts_with_no_trial_left_running(tmp_path
     assert proc.returncode != 0 and "more than max_failure_rate=0.5 (sweep.max_failure_rate" in proc.stderr
     states = [t.state for t in load(tmp_path).trials]
     assert states == [TrialState.FAIL] * 3
-    report = tmp_path / "study.db-unit" / "report.md"  # the report the message points to, next to study.db
+    report = tmp_path / "sweep" / "report" / "report.md"  # the report the message points to
     assert str(report) in proc.stderr and "Trials: FAIL 3." in report.read_text()
     assert "lidar.num_beams=" in (report.parent / "trials.md").read_text()  # each trial's fail_reason
 
@@ -163,7 +163,7 @@ def test_multi_objective_and_pruning_reports(tmp_path):
     study = load(tmp_path)
     assert len(study.directions) == 2 and all(len(t.values) == 2 for t in study.trials)
     assert all(t.values[1] == 1.0 for t in study.trials if t.values[0] == 0.0)  # no success: worst time = 1 s
-    summary = json.loads((tmp_path / "study.db-unit" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "sweep" / "report" / "summary.json").read_text())  # the sweep's report
     assert summary["pareto_front"]
     tmp2 = tmp_path / "pruning"
     tmp2.mkdir()
@@ -184,7 +184,7 @@ def test_multi_objective_and_pruning_reports(tmp_path):
 
 def test_gp_sampler_on_a_journal_file_with_the_plugins_n_trials(tmp_path):
     """`hydra/sweeper/sampler=gp` with `hydra.sweeper.n_trials=3` (the plugin's key; sweep.n_trials says
-    10) on `sweep.storage=journal:<file>`: 3 COMPLETE trials of real trainings, report next to the file."""
+    10) on `sweep.storage=journal:<file>`: 3 COMPLETE trials of real trainings, report in the sweep dir."""
     from navexp.sweep.storage import open_storage
 
     proc = sweep(
@@ -200,7 +200,7 @@ def test_gp_sampler_on_a_journal_file_with_the_plugins_n_trials(tmp_path):
     assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3
     assert len({t.params["ppo.algorithm.clip_param"] for t in study.trials}) == 3
     assert (
-        json.loads((tmp_path / "study.log-unit" / "summary.json").read_text())["trial_states"]["COMPLETE"]
+        json.loads((tmp_path / "sweep" / "report" / "summary.json").read_text())["trial_states"]["COMPLETE"]
         == 3
     )
 
@@ -240,7 +240,7 @@ def test_sweep_report_cli(tmp_path):
 
     space = write_space(tmp_path, "ppo.algorithm.clip_param: interval(0.1, 0.3)\n")
     sweep(tmp_path, "hydra/sweeper=optuna", f"sweep.space={space}", "sweep.n_trials=2")
-    out = sweep_report.main([str(tmp_path / "study.db"), "--out", str(tmp_path / "rep")])
+    out = sweep_report.main([str(tmp_path / "study.db"), f"out={tmp_path / 'rep'}"])
     text = (out / "report.md").read_text()
     assert "# Study `unit`" in text and "| 1 | COMPLETE |" in text
     with pytest.raises(FileNotFoundError, match="give a sweep directory"):

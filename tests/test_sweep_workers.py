@@ -211,7 +211,7 @@ def test_sweep_report_reads_a_study_in_progress(tmp_path, capsys):
         study.tell(t, value)
     study.ask().suggest_float("ppo.algorithm.clip_param", 0.1, 0.3)  # left RUNNING
     study.enqueue_trial({"ppo.algorithm.clip_param": 0.2})  # WAITING
-    out = sweep_report.main([str(tmp_path / "live.db"), "--out", str(tmp_path / "rep")])
+    out = sweep_report.main([str(tmp_path / "live.db"), f"out={tmp_path / 'rep'}"])
     assert "study live: RUNNING 1, COMPLETE 2, WAITING 1" in capsys.readouterr().out
     assert "| 2 | RUNNING |" in (out / "trials.md").read_text()
 

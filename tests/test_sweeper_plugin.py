@@ -268,7 +268,7 @@ def test_settings_from_navexps_names_alone(tmp_path):
     assert settings == StudySettings(
         study_name="s",
         storage=f"journal:{tmp_path}/s.log",
-        report_dir=tmp_path / "s.log-s",
+        report_dir=tmp_path / "sweep" / "report",  # the sweep's report: <hydra.sweep.dir>/report
         n_trials=10,  # sweep.n_trials null: 10 on a CPU
         n_jobs=2,
         max_failure_rate=0.25,
@@ -324,7 +324,7 @@ hydra:
     assert {k: getattr(settings, k) for k in names} == {
         "study_name": "old",
         "storage": f"sqlite:///{tmp_path}/old.db",
-        "report_dir": tmp_path / "old",
+        "report_dir": tmp_path / "sweep" / "report",
         "n_trials": 4,
         "n_jobs": 3,
         "max_failure_rate": 0.1,
@@ -576,7 +576,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
     import torch
 
     from navexp import compose_config
-    from navexp.sweep.sweeper import SETUP_ATTR
+    from navexp.sweep.sweeper import SETUP_ATTR, SPACE_KEY
 
     study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=2")
     sw = compose_config([]).sweep
@@ -585,6 +585,7 @@ def test_a_sweep_of_another_setup_is_refused_by_the_study(tmp_path, monkeypatch,
         "ppo.algorithm.learning_rate": "0.0003",
         **dict(o.split("=", 1) for o in size),
         "sweep.objectives": "['success_rate']",
+        SPACE_KEY: "ppo_trust_region ['ppo.algorithm.clip_param', 'ppo.algorithm.desired_kl']",
     }
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     with pytest.raises(SystemExit):

@@ -49,7 +49,7 @@ def test_two_iterations_through_the_real_app(tmp_path):
     cmd = [sys.executable, "-m", "navexp.train", *RUN, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[navexp] it     2/2" in proc.stdout
+    assert "[navexp] it     1/1" in proc.stdout
     tags = scalars(run_dir)
     for tag in [
         "Loss/value",
@@ -275,3 +275,24 @@ def test_a_time_budget_stops_after_the_iteration_that_reaches_it_then_evaluates(
 def test_a_time_budget_of_zero_is_refused_naming_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"ppo.max_minutes=0.0 is invalid; allowed: minutes > 0, or null"):
         train(tmp_path, "ppo.max_minutes=0")
+
+
+def test_evaluate_shows_progress_and_a_short_summary(tmp_path, trained, capsys, monkeypatch):
+    """While episodes run, `[navexp] evaluation: k/7 episodes` lines (here one per step: the interval
+    set to 0); at the end a summary of at most 3 lines, not the 70-line JSON printed before; the file
+    holds every metric."""
+    from navexp import evaluate
+    from navexp.analysis import rollout
+
+    monkeypatch.setattr(rollout, "PROGRESS_EVERY_S", 0.0)
+    evaluate.main([f"checkpoint={trained}", "eval.num_episodes=7", f"out={tmp_path / 'e.json'}"])
+    lines = capsys.readouterr().out.splitlines()
+    progress = [ln for ln in lines if ln.startswith("[navexp] evaluation: ") and ln.endswith("/7 episodes")]
+    counts = [int(ln.split(": ")[1].split("/")[0]) for ln in progress]
+    assert counts and counts == sorted(counts) and counts[-1] <= 7
+    rest = [ln for ln in lines if ln not in progress]
+    assert rest[0].startswith("[navexp] evaluation: 7 episodes on ") and len(rest) <= 4, lines
+    (summary,) = [ln for ln in rest if ln.startswith("[navexp] 7 episodes: success ")]
+    assert "95 % interval" in summary and "collision" in summary and "{" not in "".join(lines)
+    written = json.loads((tmp_path / "e.json").read_text())
+    assert written["num_episodes"] == 7 and "by_family" in written and "ci95" in written

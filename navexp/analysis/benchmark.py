@@ -216,32 +216,89 @@ def bench_slots(n: int, device: str, steps: int, backend: str, slots: list[int])
     return rows
 
 
-def bench_ppo(n: int, steps_per_env: int, device: str, backend: str) -> dict:
-    """One PPO iteration (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env."""
+def bench_ppo(
+    n: int, steps_per_env: int, device: str, backend: str, iterations: int = 1, extra: tuple[str, ...] = ()
+) -> dict:
+    """PPO iterations (collect, then learn) with rsl_rl's runner at n worlds x steps_per_env, after one
+    warm-up iteration (allocations, first kernels): the median collect and learn time of
+    ``iterations``; ``extra``: config overrides (``ppo.policy.model=rnn``)."""
     cfg = compose_config(
         [
             f"env.num_envs={n}",
             f"env.device={device}",
             f"ppo.num_steps_per_env={steps_per_env}",
             f"env.sim.backend={backend}",
+            *extra,
         ]
     )
     env = make_env(cfg)
     runner = NavRunner(env, build_train_cfg(cfg), None, str(env.device), infos={}, quiet=True)
-    runner.learn(1)  # warm-up iteration (allocations, first kernels)
-    runner.learn(1)
-    collect, learn = runner.last_times
+    runner.learn(1)  # warm-up iteration
+    times = []
+    for _ in range(iterations):
+        runner.learn(1)
+        times.append(runner.last_times)
+    collect = statistics.median(c for c, _ in times)
+    learn = statistics.median(lr for _, lr in times)
+    a = cfg.ppo.algorithm
     return {
         "backend": env.backend,
         "num_envs": n,
         "num_steps_per_env": steps_per_env,
+        "model": str(cfg.ppo.policy.model),
+        "overrides": list(extra),
         "transitions": n * steps_per_env,
+        "num_learning_epochs": int(a.num_learning_epochs),
+        "num_mini_batches": int(a.num_mini_batches),
+        "gradient_steps": int(a.num_learning_epochs) * int(a.num_mini_batches),
+        "iterations": iterations,
         "collect_s": collect,
         "learn_s": learn,
+        "learn_s_per_gradient_step": learn / (int(a.num_learning_epochs) * int(a.num_mini_batches)),
         "iteration_s": collect + learn,
         "collect_over_learn": collect / learn,
+        "times": [list(t) for t in times],
         "peak_host_mb": peak_host_mb(),
     }
+
+
+def parse_shape(shape: str) -> tuple[int, int]:
+    """``"4096x32"`` -> (4096, 32): worlds x steps per world; anything else is a one-line error."""
+    n, sep, t = shape.lower().partition("x")
+    if not (sep and n.isdigit() and t.isdigit() and int(n) > 0 and int(t) > 0):
+        raise ValueError(f"shape {shape!r}: expected WORLDSxSTEPS with positive integers, e.g. 4096x32")
+    return int(n), int(t)
+
+
+def bench_ppo_shapes(device: str, backend: str, shapes: str, models: str, iterations: int) -> list[dict]:
+    """``bench_ppo`` per shape (``"256x32,4096x32"``) and model (``"mlp,rnn"``); ``backend`` auto: warp
+    on CUDA, mujoco on a CPU (the training's own choice)."""
+    if backend == "auto":
+        backend = "warp" if device.startswith("cuda") else "mujoco"
+    parsed = [parse_shape(s) for s in shapes.split(",")]  # every shape checked before the first run
+    rows = []
+    for n, t in parsed:
+        for model in models.split(","):
+            rows.append(bench_ppo(n, t, device, backend, iterations, (f"ppo.policy.model={model}",)))
+            print(f"[bench] ppo {n}x{t} {model} done", flush=True)
+    return rows
+
+
+def ppo_table(rows: list[dict]) -> str:
+    """Markdown: one row per PPO shape and model, collect and learn per iteration."""
+    lines = [
+        "| backend | worlds x steps | transitions | model | epochs x mini-batches | collect s | learn s | "
+        "learn ms / gradient step | collect / learn |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in rows:
+        lines.append(
+            f"| {p['backend']} | {p['num_envs']} x {p['num_steps_per_env']} | {p['transitions']:,} | "
+            f"{p['model']} | {p['num_learning_epochs']} x {p['num_mini_batches']} | {p['collect_s']:.2f} | "
+            f"{p['learn_s']:.2f} | {1000 * p['learn_s_per_gradient_step']:.0f} | "
+            f"{p['collect_over_learn']:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 def machine(device: str) -> dict:
@@ -363,7 +420,7 @@ def measure(nproc: int, per_rank_envs: int, iterations: int, device: str, extra:
 def _steady(stdout: str) -> list[tuple[float, float, float]]:
     """(steps/s, collect s, learn s) of each progress line after the first iteration."""
     rows = [m.groups() for m in PROGRESS.finditer(stdout)]
-    return [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 1] or [
+    return [(float(s), float(c), float(lr)) for it, s, c, lr in rows if int(it) > 0] or [
         (float(s), float(c), float(lr)) for _, s, c, lr in rows
     ]
 

@@ -1,12 +1,14 @@
 """Results across runs and seeds: find finished runs under some folders, group them, aggregate.
 
 A run is a folder with ``config.yaml`` (``navexp.train`` writes it first); it is finished when it
-also holds ``eval.json``. Runs group by their command-line overrides other than ``seed`` (Hydra's
-``.hydra/overrides.yaml``; sweep trials: their sampled parameters too), or by the values of chosen
-config keys (``by=ppo.algorithm.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
-interval and its interquartile mean (IQM); the means of the other evaluation metrics and of every
-suite entry's success rate. The success rate is eval.json's (the suite's main entry) or, with
-``entry=``, that of one suite entry.
+also holds ``eval.json`` (``navexp.analysis.run_records``; a run whose files cannot be read is listed as
+unreadable and left out). Runs group by their resolved config, the seed and the other neutral keys
+aside (``navexp.analysis.run_groups``: the columns are the choices and keys that differ; what every
+run's command line sets alike is said once above the table), or by the values of chosen config keys
+(``by=ppo.algorithm.clip_param,env``). Per group: ``n_runs``; the success rate's mean, its 95 %
+interval and its interquartile mean (IQM, from 4 runs on); the means of the other evaluation metrics
+and of every suite entry's success rate. The success rate is eval.json's (the suite's main entry) or,
+with ``entry=``, that of one suite entry. The printed and written tables give rates in percent.
 
 Intervals follow Agarwal et al., "Deep RL at the Edge of the Statistical Precipice" (NeurIPS 2021),
 as ``rliable`` computes them: a bootstrap over runs (one task, so the stratified bootstrap is the
@@ -20,10 +22,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +34,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from navexp.config.aliases import translate_key, translate_overrides  # noqa: E402
-from navexp.learn.ppo_schema import nest_ppo  # noqa: E402
-from navexp.paths import overrides_record  # noqa: E402
+from navexp.analysis.run_groups import Group, group_runs  # noqa: E402
+from navexp.analysis.run_records import Run, Unreadable, find_runs  # noqa: E402
+from navexp.config.aliases import translate_key  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
 """Evaluation metrics averaged per group besides the success rate (eval.json top level)."""
@@ -51,202 +49,30 @@ COLUMNS = (
     "success_rate_ci95_high",
     "success_rate_iqm",
 )
-IGNORED = (
-    "seed",
-    "hydra.",
-    "hydra/",
-    "resume",
-    "experiment_name",
-    "sweep.",
-    "logger=",
-    "logger.",
-    "env.device",
+IQM_MIN_RUNS = 4
+"""Below 4 runs ``trim_mean(x, 0.25)`` trims nothing (the IQM would be the mean): no IQM is given."""
+N_RESAMPLES = 10_000
+LEGEND = (
+    "rates in % of held-out episodes; ci95: 95 % interval of the mean over a group's runs (percentile "
+    f"bootstrap, {N_RESAMPLES:,} resamples; one run: its Wilson interval over its episodes); iqm: "
+    f"interquartile mean, the mean of the middle 50 % of runs (from {IQM_MIN_RUNS} runs; '-' below); "
+    "spl, barn_score: 0-1"
 )
-"""Overrides that never tell groups apart: the seed, Hydra's own settings, where a run lives and logs,
-what a sweeper adds to each trial (its id, number, study, W&B name) and the device it ran on."""
-
-
-@dataclass
-class Run:
-    """One run directory and what it recorded."""
-
-    path: Path
-    overrides: list[str]
-    config: Any
-    metrics: dict | None = None
-    """eval.json (None: the run has not finished)."""
-    evaluation: Path | None = None
-    """The evaluation file read (``find_runs``)."""
-
-
-@dataclass
-class Group:
-    """Runs that share the grouping values."""
-
-    key: dict[str, str]
-    runs: list[Run] = field(default_factory=list)
-
-
-def find_runs(dirs: list[str | Path], evaluation: str = "eval.json") -> list[Run]:
-    """Every run directory (holding config.yaml) under ``dirs``, in path order, with the metrics of
-    its ``evaluation`` file: ``eval.json`` (the final evaluation), or a glob in the run directory such as
-    ``eval_*suite-ood*.json`` for a later ``navexp.evaluate`` (several matches: ``evaluation_file``).
-    Each run counts once however the folders overlap (the same folder twice, a run and its parent)."""
-    check_evaluation_glob(evaluation)
-    runs, seen = [], set()
-    for d in dirs:
-        root = Path(d)
-        if not root.exists():
-            raise FileNotFoundError(f"{root}: no such directory")
-        configs = sorted(p for p in root.rglob("config.yaml") if ".hydra" not in p.relative_to(root).parts)
-        for cfg_path in configs:
-            run_dir = cfg_path.parent
-            if run_dir.resolve() in seen or _inside_run(run_dir, root):
-                continue  # a folder given twice, or inside another: each run counts once
-            seen.add(run_dir.resolve())
-            path = evaluation_file(run_dir, evaluation)
-            metrics = read_evaluation(path) if path is not None else None
-            runs.append(Run(run_dir, _overrides(run_dir), _load_config(cfg_path), metrics, path))
-    return runs
-
-
-def check_evaluation_glob(pattern: str) -> None:
-    """``eval=`` is a pattern inside each run directory (``segments/1/eval.json`` too), not a path
-    outside it."""
-    if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
-        raise ValueError(
-            f"eval={pattern!r}: give a file name pattern inside each run directory, not a path "
-            f"(eval.json, or eval='eval_*suite-ood*.json' for navexp.evaluate ... suite=ood)"
-        )
-
-
-def read_evaluation(path: Path) -> dict:
-    """An evaluation file's figures: a JSON object with ``success_rate``, else one error naming the file."""
-    try:
-        metrics = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path} cannot be read as an evaluation (JSON): {e}") from None
-    if not isinstance(metrics, dict) or "success_rate" not in metrics:
-        raise ValueError(
-            f"{path} is not an evaluation of navexp.train or navexp.evaluate (no success_rate); remove it, "
-            f"or choose other files with eval=GLOB"
-        )
-    return metrics
-
-
-def _load_config(path: Path) -> Any:
-    """A run's config.yaml in today's shape (a run from before the ``ppo`` sections: its flat keys
-    moved into them, so ``by=ppo.algorithm.clip_param`` finds old and new runs alike)."""
-    try:
-        config = OmegaConf.load(path)
-    except (OSError, yaml.YAMLError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{path} cannot be read as a run's config: {first}") from None
-    if OmegaConf.is_dict(config.get("ppo")):
-        config.ppo = nest_ppo(OmegaConf.to_container(config.ppo, resolve=False))
-    return config
-
-
-def _inside_run(d: Path, root: Path) -> bool:
-    """A config.yaml below another run's directory (at or below ``root``) is that run's, not a run: an
-    earlier segment (``<run>/segments/<k>/``, also when ``root`` is the segments folder) or W&B's copy
-    (``<run>/wandb/.../files/config.yaml``)."""
-    if d.parent.name == "segments" and (d.parent.parent / "config.yaml").is_file():
-        return True
-    rel = d.relative_to(root).parts
-    above = [root.joinpath(*rel[:i]) for i in range(len(rel))]  # root, then each folder down to d's parent
-    return any((folder / "config.yaml").is_file() for folder in above)
-
-
-def evaluation_file(run_dir: Path, pattern: str) -> Path | None:
-    """The run's file matching ``pattern``; of several, one that scores the run's policy (what
-    ``navexp.evaluate checkpoint=<run>`` reads: its average with ``ppo.average_checkpoints``), the
-    newest by modification time among those (an evaluation of another checkpoint, such as a single
-    ``model_<it>.pt``, only when none scores the policy)."""
-    matches = [p for p in run_dir.glob(pattern) if p.is_file()]
-    if len(matches) <= 1:
-        return matches[0] if matches else None
-    from navexp.learn.checkpoint import resolve_policy  # torch: only where a choice is to be made
-
-    try:
-        policy = resolve_policy(run_dir).name
-    except FileNotFoundError:  # no checkpoint left: the newest file
-        policy = None
-
-    def rank(p: Path) -> tuple[bool, int]:
-        try:
-            scored = Path(str(json.loads(p.read_text()).get("checkpoint") or "")).name
-        except (OSError, ValueError):
-            scored = ""
-        return scored == policy, p.stat().st_mtime_ns
-
-    best = max(matches, key=rank)
-    if policy is not None and not rank(best)[0]:
-        print(
-            f"[navexp] {run_dir}: none of {sorted(p.name for p in matches)} scores the run's policy "
-            f"{policy}; reading the newest, {best.name}",
-            file=sys.stderr,
-        )
-    return best
-
-
-def _overrides(run_dir: Path) -> list[str]:
-    """The run's command-line overrides (Hydra's latest record: a resume's, which repeats the run's
-    own), with today's key names, without those that never tell groups apart."""
-    path = overrides_record(run_dir)
-    given = translate_overrides([str(o) for o in yaml.safe_load(path.read_text()) or []] if path else [])
-    return sorted(o for o in given if not o.lstrip("+~").startswith(IGNORED))
-
-
-def varying_keys(runs: list[Run]) -> list[str]:
-    """Config keys whose values differ between the runs (dotted, sorted): what ``by=`` can name."""
-    flat = [_flatten(OmegaConf.to_container(r.config, resolve=False)) for r in runs]
-    keys = set().union(*flat) if flat else set()
-    return sorted(k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1)
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: node}
-
-
-def group_runs(runs: list[Run], by: list[str] | None = None) -> list[Group]:
-    """Group finished runs by their overrides other than the seed, or by the config keys ``by``.
-
-    A ``by`` key missing from a run's config fails naming it and the keys that vary across the runs.
-    """
-    groups: dict[tuple, Group] = {}
-    for run in runs:
-        if by:
-            key, typed = {}, {}
-            for k in by:
-                value = OmegaConf.select(run.config, k, default="__missing__")
-                if value == "__missing__":
-                    raise KeyError(
-                        f"by={k!r} is not a config key of {run.path}; keys that vary: {varying_keys(runs)}"
-                    )
-                plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-                typed[k] = json.dumps(plain)  # groups apart "1" and 1
-                key[k] = plain if isinstance(plain, str) else typed[k]  # written traps, not "traps"
-        else:
-            key = typed = dict(o.lstrip("+").split("=", 1) for o in run.overrides if "=" in o)
-        groups.setdefault(tuple(sorted(typed.items())), Group(key)).runs.append(run)
-    return list(groups.values())
+"""The line under every table: what its figures are."""
 
 
 def success_interval(rates: np.ndarray, single: dict | None = None) -> tuple[float, float]:
-    """95 % interval of the mean success rate over runs (bootstrap); one run: its Wilson interval."""
+    """95 % interval of the mean success rate over runs (bootstrap); one run: its Wilson interval
+    (eval.json's ``ci95.success_rate``; none or a malformed one: no interval)."""
     if len(rates) == 1:
-        lo, hi = ((single or {}).get("ci95") or {}).get("success_rate") or [math.nan, math.nan]
-        return float(lo), float(hi)
+        pair = ((single or {}).get("ci95") or {}).get("success_rate") if isinstance(single, dict) else None
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int | float) for v in pair):
+            return float(pair[0]), float(pair[1])
+        return math.nan, math.nan
     if np.ptp(rates) == 0:
         return float(rates[0]), float(rates[0])
     res = stats.bootstrap(
-        (rates,), np.mean, confidence_level=0.95, n_resamples=10_000, method="percentile", random_state=0
+        (rates,), np.mean, confidence_level=0.95, n_resamples=N_RESAMPLES, method="percentile", random_state=0
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
@@ -262,10 +88,10 @@ def summarize(group: Group) -> dict[str, Any]:
         success_rate_mean=float(rates.mean()),
         success_rate_ci95_low=lo,
         success_rate_ci95_high=hi,
-        success_rate_iqm=float(stats.trim_mean(rates, 0.25)),
+        success_rate_iqm=float(stats.trim_mean(rates, 0.25)) if len(rates) >= IQM_MIN_RUNS else None,
     )
     for name in METRICS:
-        values = [m.get(name) for m in done if m.get(name) is not None]
+        values = [m.get(name) for m in done if isinstance(m.get(name), int | float)]
         row[f"{name}_mean"] = float(np.mean(values)) if values else None
     for entry in sorted({e for m in done for e in (m.get("entries") or {})}):
         values = [m["entries"][entry]["success_rate"] for m in done if entry in (m.get("entries") or {})]
@@ -278,11 +104,17 @@ class Comparison:
     """The table of a comparison and what it rests on."""
 
     rows: list[dict]
-    """One row per group (``summarize``)."""
+    """One row per group (``summarize``); rates as fractions (the printed and written tables: percent)."""
     rates: list[np.ndarray]
     """Per group (same order), each run's success rate."""
     unfinished: list[Path]
     """Run directories without eval.json (listed, never silently dropped)."""
+    unreadable: list[Unreadable] = field(default_factory=list)
+    """Runs left out because a file of theirs cannot be read: the file and what is wrong."""
+    shared: dict[str, str] = field(default_factory=dict)
+    """Settings every compared run's command line has alike (said once above the table)."""
+    hidden: list[str] = field(default_factory=list)
+    """Config keys that differ between groups but follow from a column (``env=traps``: its env keys)."""
 
 
 def entry_metrics(run: Run, entry: str) -> dict:
@@ -327,12 +159,13 @@ def compare(
     entry: str | None = None,
 ) -> Comparison:
     """Group and aggregate the finished runs under ``dirs`` (those with an ``evaluation`` file, see
-    ``find_runs``); list the unfinished ones. ``entry``: the success rate, its interval, IQM and the
-    other metrics are those of that suite entry, not of the suite's main entry (a column ``entry``
-    says so)."""
+    ``find_runs``); list the unfinished ones and the unreadable ones. ``entry``: the success rate, its
+    interval, IQM and the other metrics are those of that suite entry, not of the suite's main entry (a
+    column ``entry`` says so)."""
     by = [translate_key(k) for k in by] if by else by  # old names (ppo.clip_param) are today's
-    runs = find_runs(dirs, evaluation)
-    if not runs:
+    found = find_runs(dirs, evaluation)
+    runs = found.runs
+    if not runs and not found.unreadable:
         raise FileNotFoundError(f"no run directories (with config.yaml) under {[str(d) for d in dirs]}")
     finished = [r for r in runs if r.metrics is not None]
     if entry:
@@ -340,12 +173,14 @@ def compare(
             run.metrics = entry_metrics(run, entry)
     if by:  # check the keys on every run, also where none finished yet
         group_runs(runs, by)
-    groups = group_runs(finished, by)
+    grouping = group_runs(finished, by)
     if not entry:
         check_one_main_entry(finished)
+    groups = grouping.groups
     rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
     rows = [({"entry": entry} if entry else {}) | summarize(g) for g in groups]
-    return Comparison(rows, rates, [r.path for r in runs if r.metrics is None])
+    unfinished = [r.path for r in runs if r.metrics is None]
+    return Comparison(rows, rates, unfinished, found.unreadable, grouping.shared, grouping.hidden)
 
 
 def columns(rows: list[dict]) -> list[str]:
@@ -357,18 +192,49 @@ def columns(rows: list[dict]) -> list[str]:
     return head + list(COLUMNS) + [k for k in keys if k.endswith("_mean") and k not in COLUMNS]
 
 
-def _fmt(value: Any) -> str:
+def is_rate(column: str) -> bool:
+    """A column holding a rate (success, collision, timeout: printed and written in percent)."""
+    name = column.rsplit(".", 1)[-1]
+    return name.startswith(("success_rate", "collision_rate", "timeout_rate"))
+
+
+def table_rows(rows: list[dict]) -> list[dict]:
+    """The rows as the tables give them: rates in percent (4 decimals), other figures as they are."""
+    return [
+        {k: round(100 * v, 4) if is_rate(k) and isinstance(v, float) else v for k, v in r.items()}
+        for r in rows
+    ]
+
+
+def _fmt(column: str, value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:.1f}" if is_rate(column) else f"{value:.3f}"
+    return str(value)
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table as Markdown."""
+    """The table as Markdown (rows as ``table_rows`` gives them: rates in percent)."""
     cols = columns(rows)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    lines += ["| " + " | ".join(_fmt(c, r.get(c)) for c in cols) + " |" for r in table_rows(rows)]
     return "\n".join(lines)
+
+
+def report(comparison: Comparison) -> str:
+    """What ``navexp.compare`` prints and writes to a ``.md`` table: the settings every run shares (once),
+    the table, its legend and the keys that differ with its columns."""
+    parts = []
+    if comparison.shared:
+        shared = " ".join(f"{k}={v}" for k, v in comparison.shared.items())
+        parts.append(f"same in every run compared: {shared}")
+    parts += [markdown(comparison.rows), LEGEND]
+    if comparison.hidden:
+        keys = comparison.hidden
+        more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""
+        parts.append(f"also differing, with the columns above: {', '.join(keys[:6])}{more}")
+    return "\n\n".join(parts)
 
 
 def check_table_path(out: Path) -> None:
@@ -386,16 +252,18 @@ def check_table_path(out: Path) -> None:
         raise ValueError(f"out={str(out)!r} is not writable")
 
 
-def write_table(rows: list[dict], out: Path) -> Path:
-    """``out`` as CSV (the column names of ``columns``) or, for ``.md``, Markdown."""
+def write_table(comparison: Comparison, out: Path) -> Path:
+    """``out`` as CSV (the column names of ``columns``, rates in percent) or, for ``.md``, the report
+    (``report``: the shared settings, the table, its legend)."""
     check_table_path(out)
+    rows = comparison.rows
     if out.suffix == ".md":
-        text = markdown(rows) + "\n"
+        text = report(comparison) + "\n"
     else:
         buffer = io.StringIO(newline="")
         writer = csv.DictWriter(buffer, fieldnames=columns(rows))
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(table_rows(rows))
         text = buffer.getvalue()
     try:
         out.write_text(text)
@@ -419,12 +287,12 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(7, 0.25 * lines + 0.35 * len(labels) + 1.5))
     for i, (row, rates) in enumerate(zip(comparison.rows, comparison.rates, strict=True)):
         lo, hi = row["success_rate_ci95_low"], row["success_rate_ci95_high"]
-        ax.plot([lo, hi], [i, i], color="C0", lw=3, alpha=0.5)
-        ax.plot(row["success_rate_mean"], i, "o", color="C0")
-        ax.plot(rates, [i] * len(rates), "|", color="k", ms=10)
+        ax.plot([100 * lo, 100 * hi], [i, i], color="C0", lw=3, alpha=0.5)
+        ax.plot(100 * row["success_rate_mean"], i, "o", color="C0")
+        ax.plot(100 * rates, [i] * len(rates), "|", color="k", ms=10)
     ax.set_yticks(range(len(labels)), wrapped)
-    ax.set_xlabel("success rate (mean, 95 % interval; | = one run)")
-    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("success rate (%): mean, 95 % interval (bootstrap over runs; one run: Wilson); | = a run")
+    ax.set_xlim(0, 102)
     success = stem.with_name(stem.name + "_success.png")
     # bbox_inches="tight" grows the image to the labels (tight_layout warns and clips long group names)
     fig.savefig(success, dpi=90, bbox_inches="tight")
@@ -432,8 +300,10 @@ def plot(comparison: Comparison, stem: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     tau = np.linspace(0, 1, 201)
     for label, rates in zip(wrapped, comparison.rates, strict=True):
-        ax.step(tau, [(rates >= t).mean() for t in tau], where="post", label=f"{label} ({len(rates)} runs)")
-    ax.set_xlabel("success rate tau")
+        ax.step(
+            100 * tau, [(rates >= t).mean() for t in tau], where="post", label=f"{label} ({len(rates)} runs)"
+        )
+    ax.set_xlabel("success rate tau (%)")
     ax.set_ylabel("fraction of runs with success >= tau")
     ax.legend(fontsize=7)
     profile = stem.with_name(stem.name + "_profile.png")

@@ -5,8 +5,10 @@ BARN score, overall and per map family or scenario entry.
 shortest path and a digest of its (map, start, goal)); ``summarize`` turns it into the metrics dict of
 ``eval.json``.
 
-- **Rates** ``success_rate``, ``collision_rate``, ``timeout_rate``, ``out_of_bounds_rate`` sum to 1 (every
-  episode ends for exactly one reason).
+- **Rates** ``success_rate``, ``collision_rate``, ``timeout_rate``, ``out_of_bounds_rate`` and
+  ``moving_collision_rate`` sum to 1 (every episode ends for exactly one reason): ``collision_rate`` counts
+  contacts with walls and static obstacles, ``moving_collision_rate`` those with moving obstacles
+  (``env.dynamic``; 0 without them).
 - **Confidence intervals** (``ci95``): 95 % Wilson score intervals (scipy's ``binomtest(k, n)
   .proportion_ci(method="wilson")``) over the *distinct cases*, not the episodes. A deterministic policy
   on the same (map, start, goal) repeats the same episode (up to LiDAR noise), so repeats add no
@@ -29,6 +31,9 @@ shortest path and a digest of its (map, start, goal)); ``summarize`` turns it in
   grid path and v_max the robot's ``max_lin_vel_mps``; a holonomic robot driving diagonally can exceed
   it, which the lower clip at 4 OT absorbs.)
 
+``mean_wait_s`` is the time an episode spends waiting (control steps that end below 0.1 m/s: stopped
+for a passing obstacle, or stuck), averaged over all episodes.
+
 Episodes whose shortest path is unknown (-1: the path check was off; inf: no path on the grid) are left
 out of SPL and the BARN score; their number is reported (``spl_excluded_episodes``).
 """
@@ -40,13 +45,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import binomtest
 
-from navexp.task.state import COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
+from navexp.task.state import COLLISION, MOVING_COLLISION, OUT_OF_BOUNDS, SUCCESS, TIME_OUT
 
 RATES = {
     "success_rate": SUCCESS,
     "collision_rate": COLLISION,
     "timeout_rate": TIME_OUT,
     "out_of_bounds_rate": OUT_OF_BOUNDS,
+    "moving_collision_rate": MOVING_COLLISION,
 }
 """eval.json rate -> end reason code (navexp.task.state)."""
 
@@ -120,6 +126,13 @@ class EpisodeTable:
     """Digest (str) of the episode's (map, start, goal): equal digests are the same case."""
     scenario: np.ndarray
     """Scenario-file entry index the episode played (-1 without a scenario file)."""
+    wait_s: np.ndarray | None = None
+    """Seconds the robot waited (control steps ending below ``navexp.analysis.rollout.WAIT_SPEED_MPS``);
+    None: zeros (tables built without it)."""
+
+    def __post_init__(self) -> None:
+        if self.wait_s is None:
+            self.wait_s = np.zeros(len(self.reason))
 
     def __len__(self) -> int:
         return len(self.reason)
@@ -160,6 +173,7 @@ def path_metrics(table: EpisodeTable, max_speed_mps: float) -> dict:
     out: dict = {
         "mean_time_to_goal_s": float(table.time_s[ok].mean()) if ok.any() else None,
         "mean_path_length_m": float(table.path_m[ok].mean()) if ok.any() else None,
+        "mean_wait_s": float(table.wait_s.mean()) if len(table) else None,
     }
     spl = spl_terms(ok, table.shortest_m, table.path_m)
     barn = barn_scores(ok, table.shortest_m, table.time_s, max_speed_mps)

@@ -1,6 +1,7 @@
-"""Top-down trajectory plots from simulator state (matplotlib, no renderer): room, obstacles to scale,
-start and end pose at the robot's radius, goal with its radius, the path coloured by speed, LiDAR beams at
-chosen steps, the end reason; ``trajectories.npz`` (``save_trajectories``) holds all of it, so
+"""Top-down trajectory plots from simulator state (matplotlib, no renderer): room, obstacles to scale on
+axes in metres, start and end pose at the robot's radius, goal with its radius, the path coloured by
+speed (with a colour bar), the last step's LiDAR rays and earlier scans' hit points, the end reason, a
+legend of the markers; ``trajectories.npz`` (``save_trajectories``) holds all of it, so
 ``redraw_from_npz`` draws a figure from the file alone."""
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Circle, Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from navexp.task.state import REASONS  # noqa: E402
 
@@ -26,8 +29,13 @@ END_STYLE = {
     "collision": ("X", "red", 180),
     "out_of_bounds": ("P", "purple", 160),
     "time_out": ("s", "gray", 120),
+    "moving_collision": ("X", "magenta", 180),
     "none": ("o", "black", 60),
 }
+MAX_RAYS = 36
+"""LiDAR rays drawn per scan at most (every k-th beam of 72): the fan shows what the robot saw without
+covering the room."""
+RAY_STYLE = {"colors": "deepskyblue", "lw": 0.6, "alpha": 0.35, "zorder": 1}
 
 
 @dataclass
@@ -133,20 +141,44 @@ def beam_segments(pos: np.ndarray, yaw: float, scan: np.ndarray, beam_angles: np
     return np.stack((np.repeat(pos[None], len(a), 0), ends), axis=1)
 
 
+def label_metres(ax, xlabel: bool = True, ylabel: bool = True) -> None:
+    """Axes in metres (world frame): a few ticks each way and, where asked, the axis names (a grid
+    names them on its outer panels only)."""
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(5, integer=True))
+    ax.tick_params(labelsize=7, length=2, pad=1)
+    ax.set_xlabel("x (m)" if xlabel else "", fontsize=8, labelpad=1)
+    ax.set_ylabel("y (m)" if ylabel else "", fontsize=8, labelpad=1)
+
+
+def ray_segments(ep: Episode, k: int, info: SceneInfo) -> np.ndarray:
+    """[R, 2, 2] the rays of step ``k`` to draw: at most ``MAX_RAYS`` evenly spread beams, only those that
+    hit something (a miss reads max range and would only fill the room)."""
+    every = max(1, math.ceil(len(info.beam_angles) / MAX_RAYS))
+    segs = beam_segments(ep.pos[k], ep.yaw[k], ep.scan[k], info.beam_angles)[::every]
+    hit = ep.scan[k][::every] < 0.999 * info.max_range_m
+    return segs[hit]
+
+
 def draw_episode(
     ax, ep: Episode, info: SceneInfo, beam_steps: list[int] | None = None, title: str = ""
 ) -> None:
-    """Draw one episode on ``ax``; LiDAR beams are drawn at ``beam_steps`` (default: start and end).
+    """Draw one episode on ``ax`` (axes in metres): the LiDAR rays (``ray_segments``) of the last step and
+    the hit points of the scans at ``beam_steps`` before it.
 
     The start and the end pose are drawn at the robot's radius (a collision visibly touches), the end
     in its reason's colour with the reason's marker at the centre.
     """
     draw_scene(ax, ep.layout, info)
-    steps = beam_steps if beam_steps is not None else [0, len(ep.pos) - 1]
-    for k in steps:
-        if 0 <= k < len(ep.pos):
-            segs = beam_segments(ep.pos[k], ep.yaw[k], ep.scan[k], info.beam_angles)
-            ax.add_collection(LineCollection(segs, colors="deepskyblue", lw=0.4, alpha=0.5))
+    label_metres(ax)
+    last = len(ep.pos) - 1
+    ax.add_collection(LineCollection(ray_segments(ep, last, info), gid="lidar", **RAY_STYLE))
+    steps = [k for k in (beam_steps or []) if 0 <= k < last]
+    if steps:  # earlier scans as their hit points only: rays at every step would cover the room
+        hits = np.concatenate([ray_segments(ep, k, info)[:, 1] for k in steps] + [np.zeros((0, 2))])
+        ax.scatter(
+            hits[:, 0], hits[:, 1], s=2, c=RAY_STYLE["colors"], lw=0, alpha=0.8, zorder=2, gid="lidar_hits"
+        )
     pts = ep.pos.reshape(-1, 1, 2)
     if len(pts) > 1:
         lc = LineCollection(
@@ -154,9 +186,11 @@ def draw_episode(
             cmap="viridis",
             norm=plt.Normalize(0, info.max_speed_mps),
             lw=2,
+            zorder=3,
         )
         lc.set_array(ep.speed[1:])
         ax.add_collection(lc)
+    draw_moving(ax, ep.layout)
     draw_robot(ax, ep.pos[0], ep.yaw[0], info.robot_radius_m, "none", "black", "robot_start")
     marker, color, size = END_STYLE[ep.reason_name]
     draw_robot(ax, ep.pos[-1], ep.yaw[-1], info.robot_radius_m, color, "black", "robot_end", alpha=0.6)
@@ -165,30 +199,81 @@ def draw_episode(
     ax.set_title(title or f"{ep.reason_name} after {t:.1f} s", fontsize=9)
 
 
+def legend_handles(reasons: list[str]) -> list[Line2D]:
+    """What the markers mean: start pose, goal, the end of each reason shown, the LiDAR rays."""
+
+    def dot(label: str, **kw) -> Line2D:
+        return Line2D([], [], ls="none", label=label, **kw)
+
+    handles = [
+        dot("start (robot size)", marker="o", mfc="none", mec="black", ms=8),
+        dot("goal (its radius)", marker="o", mfc="palegreen", mec="green", ms=9),
+    ]
+    for reason in [r for r in END_STYLE if r in reasons]:
+        marker, color, _ = END_STYLE[reason]
+        handles.append(dot(f"end: {reason.replace('_', ' ')}", marker=marker, mfc=color, mec="black", ms=8))
+    rays = dict(RAY_STYLE, color=RAY_STYLE["colors"])
+    handles.append(Line2D([], [], label="LiDAR rays that hit (end)", **{k: rays[k] for k in ("color", "lw")}))
+    return handles
+
+
+def speed_bar(fig, axes, info: SceneInfo, **kw) -> None:
+    """The path's colour scale: speed in m/s from 0 to ``info.max_speed_mps``."""
+    sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, info.max_speed_mps))
+    bar = fig.colorbar(sm, ax=axes, label="path colour: speed (m/s)", **kw)
+    bar.ax.tick_params(labelsize=7)
+
+
+def draw_moving(ax, layout: dict[str, np.ndarray]) -> None:
+    """Each moving obstacle's track over the episode (``mov_track`` [T+1, M, 2], recorded by the rollout),
+    dashed, and the obstacle where the episode ended, to scale (nothing for a layout without them)."""
+    track, mode = layout.get("mov_track"), layout.get("mov_mode")
+    if track is None or mode is None:
+        return
+    for j in np.flatnonzero(np.asarray(mode) > 0):
+        xy, (hx, hy) = track[:, j], layout["mov_size"][j]
+        ax.plot(xy[:, 0], xy[:, 1], ls="--", lw=1.0, color="magenta", alpha=0.7, gid="moving_track")
+        x, y = xy[-1]
+        if layout["mov_is_box"][j]:
+            patch = Rectangle((x - hx, y - hy), 2 * hx, 2 * hy, fc="violet", ec="purple", gid="moving")
+        else:
+            patch = Circle((x, y), hx, fc="violet", ec="purple", gid="moving")
+        ax.add_patch(patch)
+
+
 def grid_figure(episodes: list[Episode], info: SceneInfo, max_panels: int = 16):
-    """A grid of up to ``max_panels`` episodes."""
+    """A grid of up to ``max_panels`` episodes, axes in metres, one legend and one speed colour bar."""
     eps = episodes[:max_panels]
     cols = min(4, len(eps))
     rows = math.ceil(len(eps) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(2.9 * cols + 0.6, 2.9 * rows + 0.7), squeeze=False, layout="constrained"
+    )
     for ax in axes.flat[len(eps) :]:
         ax.axis("off")
     for i, (ax, ep) in enumerate(zip(axes.flat, eps, strict=False)):
-        draw_episode(
-            ax, ep, info, title=f"#{i} {ep.reason_name} ({(len(ep.pos) - 1) * info.control_dt:.1f} s)"
-        )
-    fig.tight_layout()
+        t = (len(ep.pos) - 1) * info.control_dt
+        draw_episode(ax, ep, info, title=f"#{i} {ep.reason_name.replace('_', ' ')} ({t:.1f} s)")
+        label_metres(ax, xlabel=i // cols == rows - 1, ylabel=i % cols == 0)
+    speed_bar(fig, axes.ravel().tolist(), info, shrink=0.8, aspect=30)
+    handles = legend_handles([ep.reason_name for ep in eps])
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False
+    )
     return fig
 
 
 def episode_figure(ep: Episode, info: SceneInfo, title: str, beam_every: int = 10):
-    """One large episode, beams every ``beam_every`` steps and at the end, with a speed colour bar."""
-    fig, ax = plt.subplots(figsize=(7, 7))
-    steps = list(range(0, len(ep.pos), max(beam_every, 1))) + [len(ep.pos) - 1]
+    """One large episode (axes in metres): the LiDAR rays at the end, its hit points every ``beam_every``
+    steps, a speed colour bar and a legend."""
+    fig, ax = plt.subplots(figsize=(7, 7), layout="constrained")
+    steps = list(range(0, len(ep.pos), max(beam_every, 1)))
     draw_episode(ax, ep, info, beam_steps=steps, title=title)
-    sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, info.max_speed_mps))
-    fig.colorbar(sm, ax=ax, fraction=0.046, pad=0.04, label="speed (m/s)")
-    fig.tight_layout()
+    speed_bar(fig, ax, info, fraction=0.046, pad=0.02)
+    handles = legend_handles([ep.reason_name])
+    hits = dict(marker="o", ls="none", mfc=RAY_STYLE["colors"], mec="none", ms=3)
+    handles.append(Line2D([], [], label=f"LiDAR hits every {max(beam_every, 1)} steps", **hits))
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     return fig
 
 
@@ -268,14 +353,14 @@ def write_plots(episodes: list[Episode], info: SceneInfo, out: Path, beam_every:
         old.unlink()
     files = []
     fig = grid_figure(episodes, info)
-    fig.savefig(out / "grid.png", dpi=90)
+    fig.savefig(out / "grid.png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     files.append(out / "grid.png")
     for i, ep in enumerate(episodes):
         if ep.reason_name != "success":
             f = out / f"failed_{i}_{ep.reason_name}.png"
             fig = episode_figure(ep, info, f"episode {i}: {ep.reason_name}", beam_every)
-            fig.savefig(f, dpi=90)
+            fig.savefig(f, dpi=90, bbox_inches="tight")
             plt.close(fig)
             files.append(f)
     return files

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,9 @@ from navexp.task.maps.scenario_files import resolve_scenario_path, scenario_entr
 if TYPE_CHECKING:
     from navexp.analysis.plots import Episode
     from navexp.task.env import NavEnv
+
+WAIT_SPEED_MPS = 0.1
+"""A control step ending below this linear speed (m/s) counts as waiting (``mean_wait_s``)."""
 
 Policy = Callable[[Any], torch.Tensor]
 """Observations (rsl_rl's TensorDict) -> actions [N, A]."""
@@ -69,6 +73,7 @@ def run_episodes(
     total: int,
     on_round: Callable[[NavEnv], None] | None = None,
     on_step: Callable[[NavEnv, torch.Tensor], None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> EpisodeTable:
     """Roll ``policy`` out for ``total`` episodes on an ``auto_reset=False`` env.
 
@@ -77,11 +82,14 @@ def run_episodes(
     ``RNNModel``) starts each round from the zero state and has the state of a world zeroed on the
     step its episode ends (``navexp.learn.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
-    episode was running before the step). Returns one row per episode: end reason, duration (s), path
-    length (m) and its case (``episode_cases``).
+    episode was running before the step); ``progress(finished)`` every PROGRESS_EVERY_S seconds with
+    the episodes finished so far (one host read then, none in between). Returns one row per episode:
+    end reason, duration (s), path length (m), time spent waiting (s: steps ending below
+    ``WAIT_SPEED_MPS``) and its case (``episode_cases``).
     """
     parts: list[EpisodeTable] = []
     done = 0
+    next_report = time.monotonic() + PROGRESS_EVERY_S
     first_round = True
     while done < total:
         obs = env.get_observations() if first_round else env.reset()
@@ -93,6 +101,7 @@ def run_episodes(
         n = env.num_envs
         path = torch.zeros(n, device=env.device)
         steps = torch.zeros(n, dtype=torch.long, device=env.device)
+        waiting = torch.zeros(n, dtype=torch.long, device=env.device)
         for _ in range(env.max_episode_length + 1):
             active = ~env.held
             prev = env.state.pos_xy.clone()
@@ -100,21 +109,40 @@ def run_episodes(
             reset_hidden(policy, dones)  # an ended world's next episode must not see this one's memory
             path += (env.state.pos_xy - prev).norm(dim=-1) * active
             steps += active.long()
+            waiting += (active & (env.state.vel_world.norm(dim=-1) < WAIT_SPEED_MPS)).long()
             if on_step is not None:
                 on_step(env, active)
+            if progress is not None and time.monotonic() >= next_report:
+                progress(done + int(env.held[: min(n, total - done)].sum()))
+                next_report = time.monotonic() + PROGRESS_EVERY_S
             if bool(env.held.all()):
                 break
         take = min(n, total - done)
-        parts.append(
-            EpisodeTable(
-                reason=env.state.reason[:take].cpu().numpy().copy(),  # the state is updated in place
-                time_s=steps[:take].double().cpu().numpy() * env.control_dt,
-                path_m=path[:take].double().cpu().numpy(),
-                **{k: v[:take] for k, v in cases.items()},
-            )
-        )
+        parts.append(_round_table(env, take, steps, path, waiting, cases))
         done += take
     return EpisodeTable.concat(parts)
+
+
+def _round_table(
+    env: NavEnv,
+    take: int,
+    steps: torch.Tensor,
+    path: torch.Tensor,
+    waiting: torch.Tensor,
+    cases: dict[str, np.ndarray],
+) -> EpisodeTable:
+    """The rows of a round's first ``take`` worlds: end reason, duration, path, waiting time, case."""
+    return EpisodeTable(
+        reason=env.state.reason[:take].cpu().numpy().copy(),  # the state is updated in place
+        time_s=steps[:take].double().cpu().numpy() * env.control_dt,
+        path_m=path[:take].double().cpu().numpy(),
+        wait_s=waiting[:take].double().cpu().numpy() * env.control_dt,
+        **{k: v[:take] for k, v in cases.items()},
+    )
+
+
+PROGRESS_EVERY_S = 5.0
+"""Seconds between two progress lines of an evaluation (``run_episodes(progress=...)``)."""
 
 
 CASE_FIELDS = (
@@ -170,7 +198,9 @@ class TrajectoryRecorder:
     def on_round(self, env: NavEnv) -> None:
         # Not the goal distance field (a reward's input, 3.2 KB a world): the figures redraw without it.
         lay = {k: v.cpu().numpy().copy() for k, v in vars(env.layout).items() if k != "goal_field"}
-        self.rounds.append({"layout": lay, "pos": [], "yaw": [], "speed": [], "scan": [], "active": []})
+        self.rounds.append(
+            {"layout": lay, "pos": [], "yaw": [], "speed": [], "scan": [], "active": [], "mov": []}
+        )
         self._keep(env)
 
     def on_step(self, env: NavEnv, active: torch.Tensor) -> None:
@@ -184,6 +214,8 @@ class TrajectoryRecorder:
         r["yaw"].append(s.yaw.cpu().numpy().copy())
         r["speed"].append(s.vel_world.norm(dim=-1).cpu().numpy())
         r["scan"].append(s.scan.cpu().numpy().copy())
+        if env.motion is not None:  # the moving obstacles' positions, for their tracks in the figures
+            r["mov"].append(env.motion.pos.cpu().numpy().copy())
 
     def episodes(self, reasons: list[int]) -> list[Episode]:
         """The recorded episodes in ``run_episodes`` order, each cut at its last step."""
@@ -196,15 +228,23 @@ class TrajectoryRecorder:
                     break
                 t = int(steps[w]) + 1
                 lay = {k: v[w] for k, v in r["layout"].items()}
+                if r["mov"]:
+                    lay["mov_track"] = np.stack(r["mov"])[:t, w]
                 out.append(Episode(lay, pos[:t, w], yaw[:t, w], speed[:t, w], scan[:t, w], reasons[len(out)]))
         return out
 
 
-def evaluate(policy: Policy, env: NavEnv, total: int, record: bool = False) -> tuple[dict, list[Episode]]:
+def evaluate(
+    policy: Policy, env: NavEnv, total: int, record: bool = False, label: str | None = None
+) -> tuple[dict, list[Episode]]:
     """Run ``total`` held-out episodes; return the metrics (``navexp.analysis.nav_metrics.summarize``)
-    and, with ``record``, the recorded episodes (else an empty list)."""
+    and, with ``record``, the recorded episodes (else an empty list). With ``label``, a line
+    ``[navexp] <label>: k/total episodes`` every PROGRESS_EVERY_S seconds while they run."""
     recorder = TrajectoryRecorder() if record else None
-    hooks = {"on_round": recorder.on_round, "on_step": recorder.on_step} if recorder else {}
+    hooks: dict = {"on_round": recorder.on_round, "on_step": recorder.on_step} if recorder else {}
+    if label is not None:
+        print(f"[navexp] {label}: {total} episodes on {env.num_envs} worlds", flush=True)
+        hooks["progress"] = lambda k: print(f"[navexp] {label}: {k}/{total} episodes", flush=True)
     table = run_episodes(policy, env, total, **hooks)
     episodes = recorder.episodes(table.reason.tolist()) if recorder else []
     names = None

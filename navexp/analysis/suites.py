@@ -24,21 +24,24 @@ Build = Callable[[DictConfig], "tuple[Policy, NavEnv]"]
 
 
 def evaluate_suite(
-    cfg: DictConfig, suite: str | None, build: Build, record: bool = False
+    cfg: DictConfig, suite: str | None, build: Build, record: bool = False, progress: bool = False
 ) -> tuple[dict, NavEnv, list[Episode]]:
     """Evaluate every entry of ``suite`` (None: the run's config alone); return the metrics (the main
     entry's at the top level, all under ``entries``), the main entry's env and its recorded episodes
-    (with ``record``)."""
+    (with ``record``). ``progress``: progress lines while each entry's episodes run."""
     if not suite:
         policy, env = build(cfg)
-        metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=record)
+        label = "evaluation" if progress else None
+        metrics, episodes = evaluate(policy, env, int(cfg.eval.num_episodes), record=record, label=label)
         return metrics, env, episodes
     entries: dict[str, dict] = {}
     main: tuple[NavEnv, list[Episode]] | None = None
-    for i, entry in enumerate(load_suite(suite).entries):
+    for i, entry in enumerate(load_suite(suite, str(cfg.env.get("name", "")) or None).entries):
         ecfg = entry_config(cfg, entry)
         policy, env = build(ecfg)
-        metrics, episodes = evaluate(policy, env, int(ecfg.eval.num_episodes), record=record and i == 0)
+        label = f"suite {suite}, {entry.name}" if progress else None
+        n = int(ecfg.eval.num_episodes)
+        metrics, episodes = evaluate(policy, env, n, record=record and i == 0, label=label)
         entries[str(entry.name)] = metrics
         if main is None:
             main = (env, episodes)
@@ -50,6 +53,27 @@ def evaluate_suite(
         )
     first = next(iter(entries))
     return {**entries[first], "suite_main_entry": first, "entries": entries}, main[0], main[1]
+
+
+def summary(metrics: dict) -> str:
+    """A few lines for the console: the rates with the success rate's 95 % interval, SPL and the BARN
+    score, and the success rate per map family and per suite entry when there are several (the whole
+    record is in the JSON file)."""
+    lo, hi = metrics.get("ci95", {}).get("success_rate", (float("nan"), float("nan")))
+    spl, barn = metrics.get("spl"), metrics.get("barn_score")
+    main = f"main entry {metrics['suite_main_entry']}, " if metrics.get("suite_main_entry") else ""
+    lines = [
+        f"[navexp] {main}{metrics['num_episodes']} episodes: success {metrics['success_rate']:.1%} "
+        f"(95 % interval {lo:.1%}-{hi:.1%}), collision {metrics['collision_rate']:.1%}, "
+        f"timeout {metrics['timeout_rate']:.1%}, out of bounds {metrics['out_of_bounds_rate']:.1%}"
+        + ("" if spl is None else f"; SPL {spl:.3f}")
+        + ("" if barn is None else f", BARN score {barn:.3f}")
+    ]
+    for title, parts in (("per family", metrics.get("by_family")), ("per entry", metrics.get("entries"))):
+        if parts and len(parts) > 1:
+            text = ", ".join(f"{k} {v['success_rate']:.1%} ({v['num_episodes']})" for k, v in parts.items())
+            lines.append(f"[navexp] success {title} (episodes): {text}")
+    return "\n".join(lines)
 
 
 def breakdown(metrics: dict) -> dict[str, dict]:

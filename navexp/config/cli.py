@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from hydra.errors import HydraException
 
 from navexp.config.aliases import translate_overrides
+from navexp.config.keys import check_overrides
 from navexp.config.schemas import ExperimentCfg
 from navexp.paths import CONFIG_DIR
 
@@ -100,7 +101,8 @@ def parse_command_line(
 
     ``-h``/``--help`` prints ``help_text`` (with ``about``, the tool's description) and exits 0.
     Raises ValueError naming the argument and the valid options for an unknown option (or any override
-    when ``overrides`` is False), an option given without a value, or a missing ``required`` option.
+    when ``overrides`` is False), an option given without a value, a missing ``required`` option, or an
+    override whose key or group option the schemas do not know (``navexp.config.keys``).
     """
     if any(arg in HELP_FLAGS for arg in argv):
         print(help_text(options, usage, required, overrides, about))
@@ -122,7 +124,9 @@ def parse_command_line(
     missing = [k for k in required if k not in values]
     if missing:
         raise ValueError(f"missing {', '.join(f'{k}=' for k in missing)}; usage: {usage}")
-    return CommandLine(values, translate_overrides(rest))
+    rest = translate_overrides(rest)
+    check_overrides(rest)  # a misspelled key (with or without +) or group option, before anything runs
+    return CommandLine(values, rest)
 
 
 USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError, ConnectionError)
@@ -133,10 +137,17 @@ USER_ERRORS = (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADir
 def run_tool(main: Callable[[], object]) -> None:
     """Run a tool's ``main``; bad input ends it with ``error: <message>`` on stderr and exit status 2.
 
-    ``NAVEXP_TRACEBACK=1`` lets the exception through, with its traceback.
+    Ctrl-C ends it with one line and exit status 130, as the shell's for SIGINT (the tools write their
+    files after the last episode: an interrupted one has written none). ``NAVEXP_TRACEBACK=1`` lets the
+    exception through, with its traceback.
     """
     try:
         main()
+    except KeyboardInterrupt:
+        if os.environ.get("NAVEXP_TRACEBACK") == "1":
+            raise
+        print("[navexp] interrupted (Ctrl-C): stopped before writing any file", file=sys.stderr)
+        raise SystemExit(130) from None
     except (*USER_ERRORS, HydraException) as e:
         if os.environ.get("NAVEXP_TRACEBACK") == "1":
             raise

@@ -1,4 +1,4 @@
-"""Size presets: the Hydra config group ``size`` (``configs/size/{gpu,cpu,none}.yaml``) and ``size=auto``.
+"""Size presets: the Hydra config group ``size`` (``configs/size/<preset>.yaml``) and ``size=auto``.
 
 A preset is an ordinary config group (package ``_global_``) placed after the groups whose keys it
 sets, so the composed config *is* the run's config (``.hydra/config.yaml`` equals the run's
@@ -93,7 +93,7 @@ def size_override_argv(argv: list[str], cuda_available: bool | None = None) -> l
     right after the last existing override (or first, when there is none), never after a flag.
     """
     prog, args = argv[:1], list(argv[1:])
-    positions = _override_positions(args)
+    positions = override_positions(args)
     resolved = resolve_size_overrides([args[i] for i in positions], APP_DEFAULT, cuda_available)
     for i, o in zip(positions, resolved, strict=False):
         args[i] = o
@@ -105,7 +105,7 @@ def size_override_argv(argv: list[str], cuda_available: bool | None = None) -> l
 def add_overrides(argv: list[str], extra: list[str]) -> list[str]:
     """``argv`` with ``extra`` overrides placed right after its last override (see above)."""
     prog, args = argv[:1], list(argv[1:])
-    positions = _override_positions(args)
+    positions = override_positions(args)
     at = positions[-1] + 1 if positions else 0
     return prog + args[:at] + extra + args[at:]
 
@@ -113,7 +113,7 @@ def add_overrides(argv: list[str], extra: list[str]) -> list[str]:
 def override_value(argv: list[str], key: str) -> str | None:
     """The value of ``key=...`` (or ``+key=`` / ``++key=``) among the overrides, unquoted; None if absent."""
     args = argv[1:]
-    for i in _override_positions(args):
+    for i in override_positions(args):
         k, _, v = args[i].lstrip("+").partition("=")
         if k == key:
             return v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"" else v
@@ -155,7 +155,7 @@ def _device(overrides: list[str]) -> str:
     return "auto"
 
 
-def _override_positions(args: list[str]) -> list[int]:
+def override_positions(args: list[str]) -> list[int]:
     """Indices of the Hydra overrides among command-line arguments (not flags, not a flag's value)."""
     positions = []
     for i, a in enumerate(args):

@@ -17,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from navexp.config.keys import groups_help
 from navexp.learn.ppo_schema import PpoCfg
 from navexp.task.env_cfg import EnvCfg, RobotCfg
 from navexp.task.maps.families import FAMILIES
@@ -230,8 +231,11 @@ class ExperimentCfg:
     recipe: str = "none"
     """The training recipe the config was composed with (set by the ``recipe`` group, composed last:
     ``traps`` sets env, obs, reward and ppo choices; none). A key on the command line wins over it."""
+    verbose: bool = False
+    """Show what a run's console leaves out by default: rsl_rl's printout of the observation sets and
+    the models, its git-diff line, and third-party warnings (FutureWarning, DeprecationWarning)."""
     size: str = "none"
-    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | none).
+    """The size preset the config was composed with (set by the ``size`` group: gpu | cpu | tiny | none).
     ``python -m navexp.train`` turns ``size=auto`` (its default) into gpu or cpu before composing."""
 
 
@@ -264,6 +268,8 @@ def register_configs() -> None:
     stored, so a composed config never changes the stored schema.
     """
     OmegaConf.register_new_resolver("navexp_path_name", _path_name, replace=True)
+    # --help's groups (config.yaml, hydra.help.template): Hydra's own list shows base_* and data folders.
+    OmegaConf.register_new_resolver("navexp_config_groups", groups_help, replace=True)
     cs = ConfigStore.instance()
     fingerprint = _registries_fingerprint()
     if "base_config.yaml" in cs.repo and _STORED.get("fingerprint") == fingerprint:

@@ -73,14 +73,25 @@ def suite_path(name_or_path: str) -> Path:
     )
 
 
-def load_suite(name_or_path: str) -> DictConfig:
-    """The suite, checked: known keys only, at least one entry, unique path-safe entry names."""
+RUN_ENV = "run_env"
+"""An entry of this name is the run's own env: it takes the name of the env (``env.name``: ``room``,
+``traps``, ...) when the evaluation knows it and no other entry has that name."""
+
+
+def load_suite(name_or_path: str, env_name: str | None = None) -> DictConfig:
+    """The suite, checked: known keys only, at least one entry, unique path-safe entry names; with
+    ``env_name``, an entry named RUN_ENV is named after the run's env."""
     path = suite_path(name_or_path)
     try:
         suite = OmegaConf.merge(OmegaConf.structured(SuiteCfg), OmegaConf.load(path))
     except Exception as e:  # omegaconf's errors name the key; add the file
         raise ValueError(f"suite {path}: {e}") from e
     names = [str(e.name) for e in suite.entries]
+    if env_name and env_name not in names:
+        for e in suite.entries:
+            if e.name == RUN_ENV:
+                e.name = env_name
+        names = [str(e.name) for e in suite.entries]
     if not names:
         raise ValueError(f"suite {path}: 'entries' is empty; give at least one entry")
     bad = [n for n in names if not _NAME.match(n) or names.count(n) > 1]
@@ -125,7 +136,7 @@ def entry_config(cfg: DictConfig, entry: DictConfig) -> DictConfig:
 
 def check_suite(cfg: DictConfig, name_or_path: str) -> None:
     """Load the suite and validate every entry's evaluation env config (before training or any episode)."""
-    for entry in load_suite(name_or_path).entries:
+    for entry in load_suite(name_or_path, cfg.env.get("name")).entries:
         try:
             ecfg = entry_config(cfg, entry)
             validate_env_cfg(eval_env_cfg(ecfg).env)
@@ -137,7 +148,7 @@ def check_suite(cfg: DictConfig, name_or_path: str) -> None:
 def check_scenarios_played(cfg: DictConfig, name_or_path: str) -> None:
     """A scenario file asked for on the command line together with a suite must be played by one of its
     entries: where every entry draws its own layouts (``suite=ood``), the file would be ignored."""
-    entries = load_suite(name_or_path).entries
+    entries = load_suite(name_or_path, cfg.env.get("name")).entries
     if any(entry_config(cfg, e).env.get("scenarios") for e in entries):
         return
     raise ValueError(

@@ -13,6 +13,7 @@ from typing import Any
 
 from navexp.config.schemas import check_path_name
 from navexp.config.suites import check_evaluation
+from navexp.extras import require
 from navexp.learn.ppo_cfg import check_ppo_cfg
 from navexp.task.checks import check_all_finite
 from navexp.task.curriculum import make_curriculum
@@ -61,6 +62,8 @@ def _check_logger(lg: Any) -> None:
             raise ValueError(
                 f"logger config: logger.{key}={lg[key]!r} is invalid; allowed: {' | '.join(allowed)}"
             )
+    if lg.get("type") == "wandb":
+        require("wandb", "wandb", "logger=wandb")
 
 
 def _check_eval_video(ev: Any) -> None:

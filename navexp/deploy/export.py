@@ -6,8 +6,9 @@ Writes into DIR (default <run dir>/export/):
 - policy.pt: TorchScript (rsl_rl's export module: normalizer + network + mean action), input [N, W] -> [N, A]
   (A: the robot's action width, ``navexp.task.robots``); ``ppo.policy.model=rnn``: rsl_rl's stateful
   batch-1 module with ``reset()``
-- policy.onnx: the same graph in ONNX (input "obs", output "actions", dynamic batch); ``rnn``: the state
-  is an input and an output as well ("h_in" -> "h_out", an LSTM's "c_in" -> "c_out", [L, N, H])
+- policy.onnx: the same graph in ONNX, one file with its weights inside (input "obs", output "actions",
+  dynamic batch); ``rnn``: the state is an input and an output as well ("h_in" -> "h_out", an LSTM's
+  "c_in" -> "c_out", [L, N, H])
 - policy.npz: weights (MLP head, GRU/LSTM or conv layers), normalizer statistics and metadata for
   navexp.deploy.NumpyPolicy (numpy only)
 - policy_meta.json: observation layout (term order, widths and params, history), LiDAR geometry,
@@ -152,8 +153,10 @@ def export(ckpt: dict, cfg, out: Path) -> dict[str, Path]:
 
 def export_onnx(actor, width: int, path: Path) -> None:
     """ONNX of the actor with a dynamic batch (torch's dynamo exporter; rsl_rl's own export fixes it
-    to 1). An RNN's graph takes and returns its state: ``obs`` [N, W], ``h_in`` [L, N, H] (``c_in``
-    for an LSTM) -> ``actions`` [N, A], ``h_out`` (``c_out``); zeros start an episode."""
+    to 1), one self-contained file: the weights are inside it (``external_data=False``; torch's default
+    writes them to a ``<name>.data`` file beside it, and the graph alone then fails to load). An RNN's
+    graph takes and returns its state: ``obs`` [N, W], ``h_in`` [L, N, H] (``c_in`` for an LSTM) ->
+    ``actions`` [N, A], ``h_out`` (``c_out``); zeros start an episode."""
     onnx_model = actor.as_onnx(verbose=False).eval()
     batch = torch.export.Dim("batch", min=1, max=1 << 16)
     if getattr(onnx_model, "is_recurrent", False):
@@ -176,6 +179,7 @@ def export_onnx(actor, width: int, path: Path) -> None:
         input_names=inputs,
         output_names=outputs,
         dynamic_shapes=dynamic,
+        external_data=False,  # the actor is small (default MLP: 0.35 MB): far below protobuf's 2 GB limit
         verbose=False,
     )
 

@@ -35,6 +35,9 @@ class RunHooks:
     ends_normally: Callable[[BaseException], bool] = _never
     """Whether an exception that stops the run is a normal end (a pruned trial): its W&B run is
     finished as ``pruned``, not failed."""
+    continue_with: str | None = None
+    """How to continue the run after Ctrl-C or SIGTERM, said in the message that names the saved
+    checkpoint; None: ``resume=<run dir>`` (a sweep trial: re-run the sweep, which runs it again)."""
     summary: Callable[[str, dict | None], dict] = _no_summary
     """Extra W&B summary entries when the run ends: ``summary(state, metrics)`` with state ``complete``
     (metrics: the final evaluation's), ``pruned``, ``interrupted`` or ``fail`` (metrics None)."""

@@ -9,7 +9,8 @@ from datetime import datetime
 import yaml
 
 from navexp.config.aliases import translate_argv, translate_overrides
-from navexp.config.presets import add_overrides, override_value, size_override_argv
+from navexp.config.keys import check_overrides
+from navexp.config.presets import add_overrides, override_positions, override_value, size_override_argv
 from navexp.learn.checkpoint import resolve_checkpoint
 from navexp.learn.distributed import worker_hydra_overrides
 from navexp.paths import overrides_record
@@ -18,15 +19,25 @@ from navexp.paths import overrides_record
 def app_argv(argv: list[str]) -> list[str]:
     """The command line Hydra composes from: ``size=auto`` (the default) resolved to ``size=gpu|cpu``
     first, so the composed config is the run's config (in a sweep, every trial inherits the choice);
-    under torchrun only rank 0 gets a Hydra run directory."""
+    under torchrun only rank 0 gets a Hydra run directory. A key or group option the schemas do not
+    know fails here, before Hydra writes anything. Hydra's own commands that compose no run
+    (``--hydra-help``, ``-sc``: its shell completion) get the command line as it is."""
+    if any(a in HYDRA_ONLY_FLAGS for a in argv[1:]):
+        return argv
     try:
         argv = translate_argv(argv)  # old key names (ppo.clip_param) -> today's: navexp/config/aliases.py
+        check_overrides([argv[1:][i] for i in override_positions(argv[1:])])
         argv = resume_overrides_argv(argv)  # before size=auto resolves: the run's size is inherited
         argv = size_override_argv(argv)
         argv = resume_run_dir_argv(argv)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"Error: {e}") from None
     return worker_hydra_overrides(argv)
+
+
+HYDRA_ONLY_FLAGS = ("--hydra-help", "-sc", "--shell-completion")
+"""Hydra flags that compose no run: their ``name=value`` words are Hydra's (``-sc query=bash``), and the
+size preset would be an override of a config they do not load."""
 
 
 IGNORED_ON_RESUME = ("hydra.", "hydra/", "sweep.")

@@ -185,7 +185,13 @@ class TrainingRun:
         if ctx.is_main:
             write_run_record(start.run_dir, start.started, **self.record)
         self.runner = NavRunner(
-            self.env, train_cfg, str(start.run_dir), start.device, self._infos(train_cfg), quiet=self.quiet
+            self.env,
+            train_cfg,
+            str(start.run_dir),
+            start.device,
+            self._infos(train_cfg),
+            quiet=self.quiet,
+            verbose=bool(self.cfg.get("verbose", False)),
         )
         if start.ckpt is not None:
             self._resume_runner()
@@ -306,6 +312,7 @@ class TrainingRun:
         """Save the last finished iteration (kept in memory by the runner) and say how to continue."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the save short
         runner, run_dir = self.runner, self.start.run_dir
+        how = self.hooks.continue_with or f"resume={run_dir}"
         try:
             before = runner.last_checkpoint
             path = runner.save_last_good()
@@ -315,9 +322,9 @@ class TrainingRun:
         if path is None:
             print(f"[navexp] {why}: no iteration finished, nothing to save", flush=True)
         elif path == before:
-            print(f"[navexp] {why}: no iteration finished since {path}; continue with resume={run_dir}")
+            print(f"[navexp] {why}: no iteration finished since {path}; continue with {how}")
         else:
-            print(f"[navexp] {why}: saved {path}; continue with resume={run_dir}", flush=True)
+            print(f"[navexp] {why}: saved {path}; continue with {how}", flush=True)
 
     # -- finish -------------------------------------------------------------------------------------
     def _finish_unless_stopped(self) -> dict:

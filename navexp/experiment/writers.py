@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from navexp.analysis.eval_record import RECORD_KEYS  # what was evaluated (layout_seed, ...) is not a result
@@ -33,19 +36,45 @@ def logger_entry(
             "purge_step": first_step,
         }
     config = {**OmegaConf.to_container(cfg, resolve=True), **hooks.wandb_config}
+    name, group = multirun_labels(str(cfg.experiment_name))
     return {
         "class_name": f"{WandbWriter.__module__}:{WandbWriter.__qualname__}",  # seen by lint-imports
         "project": str(lg.project),
         "mode": str(lg.mode),
         "entity": lg.entity,
-        "group": lg.group or str(cfg.experiment_name),
-        "name": lg.name or run_dir.name,
+        "group": lg.group or group or str(cfg.experiment_name),
+        "name": lg.name or name or run_dir.name,
         "tags": [*lg.tags, *hooks.wandb_tags],
         "run_id": run_id,
         "config": config,
         "job_type": hooks.job_type,
         "purge_step": first_step,
     }
+
+
+def multirun_labels(experiment_name: str) -> tuple[str | None, str | None]:
+    """(W&B name, group) of a run of a Hydra multirun (``-m seed=1,2,3``): named by the values of the
+    keys the multirun sweeps (``seed=2``; Hydra's own run names are ``0``, ``1``, ...), grouped by the
+    multirun (``<experiment_name>_<its sweep directory's name>``). The swept keys are those of the
+    multirun's command line, which Hydra records in ``<sweep dir>/multirun.yaml`` before its jobs start.
+    (None, None) outside a multirun, or without that file."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None, None
+    hc = HydraConfig.get()
+    sweep_dir = Path(str(hc.sweep.dir))
+    group = f"{experiment_name}_{sweep_dir.name}"
+    try:
+        multirun = OmegaConf.load(sweep_dir / "multirun.yaml")
+        parser = OverridesParser.create()
+        swept = {
+            o.get_key_element()
+            for o in parser.parse_overrides([str(x) for x in multirun.hydra.overrides.task])
+            if o.is_sweep_override()
+        }
+        mine = parser.parse_overrides([str(x) for x in hc.overrides.task])
+    except Exception:  # no multirun.yaml (another launcher), or one Hydra wrote differently
+        return None, group
+    return ",".join(o.input_line for o in mine if o.get_key_element() in swept) or None, group
 
 
 def close_writer(writer, error: BaseException, hooks: RunHooks) -> None:

@@ -31,6 +31,12 @@ NAVEXP_PACKAGE = str(Path(__file__).resolve().parents[1])
 """Whose git state a run records (rsl_rl's default is its own install's)."""
 
 
+def hush(on: bool) -> contextlib.AbstractContextManager:
+    """stdout dropped inside the block when ``on`` (rsl_rl's model printout and its git-diff line, which
+    ``verbose=true`` shows); a no-op otherwise."""
+    return contextlib.redirect_stdout(io.StringIO()) if on else contextlib.nullcontext()
+
+
 class NavLogger(Logger):
     """rsl_rl's Logger, sync-free per step, with navexp's progress line and per-iteration callback."""
 
@@ -39,6 +45,7 @@ class NavLogger(Logger):
         *,
         env: Any,
         quiet: bool = False,
+        verbose: bool = False,
         on_logged: Callable[[int], None] | None = None,
         on_iteration: Callable[[int, float], None] | None = None,
         **logger_kwargs: Any,
@@ -51,6 +58,7 @@ class NavLogger(Logger):
         self.git_status_repos = [NAVEXP_PACKAGE]
         self.env = env
         self.quiet = quiet
+        self.verbose = verbose
         self.on_logged = on_logged
         self.on_iteration = on_iteration
         self.is_distributed = bool(logger_kwargs["is_distributed"])
@@ -60,6 +68,11 @@ class NavLogger(Logger):
         self.last_times: tuple[float, float] | None = None
         """(collect, learn) seconds of the last iteration."""
         self._t_start = time.time()
+
+    def _store_code_state(self) -> list[str]:
+        """rsl_rl's git state of the code in the run directory, its console line only when verbose."""
+        with hush(not self.verbose):
+            return super()._store_code_state()
 
     def process_env_step(
         self,
@@ -127,7 +140,9 @@ class NavLogger(Logger):
             self.writer.add_scalar("Metrics/success_rate_recent", success, it)
         if not self.quiet:
             print(
-                f"[navexp] it {it + 1:>5}/{total_it} | {steps / (collect_time + learn_time):8.0f} steps/s "
+                # The iteration's index and the last one's, 0-based like model_<it>.pt and the TensorBoard
+                # and W&B steps: "it 349/349" is the run's last iteration, saved as model_349.pt.
+                f"[navexp] it {it:>5}/{total_it - 1} | {steps / (collect_time + learn_time):8.0f} steps/s "
                 f"(collect {collect_time:.2f}s, learn {learn_time:.2f}s) | ETA "
                 f"{datetime.timedelta(seconds=int(eta))} | reward {reward:7.2f} | success {success:5.1%}",
                 flush=True,

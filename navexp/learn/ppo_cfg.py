@@ -16,6 +16,8 @@ from navexp.learn.ppo_schema import SECTIONS
 SCHEDULES = ("adaptive", "fixed")
 ACTIVATIONS = ("elu", "relu", "selu", "lrelu", "tanh", "sigmoid", "identity", "gelu", "softplus", "mish")
 STD_TYPES = ("scalar", "log")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+"""``ppo.torch_compile_mode`` values rsl_rl 5.5 takes besides null (``rsl_rl.utils.compile_model``)."""
 DEPLOYABLE_GROUPS = ("policy",)
 
 
@@ -39,6 +41,9 @@ def check_ppo_cfg(cfg: Any) -> None:
     ):
         _check(lo < a[key] and (hi is None or a[key] <= hi), f"ppo.algorithm.{key}", a[key], _range(lo, hi))
     _check(a.schedule in SCHEDULES, "ppo.algorithm.schedule", a.schedule, " | ".join(SCHEDULES))
+    mode = ppo.get("torch_compile_mode")
+    modes = " | ".join(("null", *COMPILE_MODES))
+    _check(mode is None or mode in COMPILE_MODES, "ppo.torch_compile_mode", mode, modes)
     _check_mini_batches(cfg)
     _check_policy(cfg)
     _check_obs_groups(ppo, bool(cfg.obs.privileged_enabled))

@@ -98,6 +98,10 @@ class PpoCfg:
     directory): 1, its last checkpoint; N > 1, the uniform average of the weights of its last N saved
     checkpoints (every ``save_interval`` iterations and the last), written as ``model_<it>_avg<N>.pt``.
     Resume always continues the training state, ``model_<it>.pt``."""
+    torch_compile_mode: str | None = None
+    """rsl_rl's ``torch.compile`` of actor and critic (its runner key): None (off) | default |
+    max-autotune-no-cudagraphs. rsl_rl refuses the CUDA-graph modes (reduce-overhead, max-autotune):
+    graph replay would overwrite the output one model's forward hands the next."""
     algorithm: AlgorithmCfg = field(default_factory=AlgorithmCfg)
     policy: PolicyCfg = field(default_factory=PolicyCfg)
 

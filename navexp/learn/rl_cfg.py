@@ -37,6 +37,7 @@ def build_train_cfg(cfg, experiment_name: str | None = None) -> dict[str, Any]:
         # device on every step.
         "check_for_nan": False,
         "obs_groups": obs_groups(p, bool(cfg.obs.privileged_enabled)),
+        "torch_compile_mode": p.get("torch_compile_mode"),  # rsl_rl compiles actor and critic (or not)
         "algorithm": {"class_name": NAV_PPO, **OmegaConf.to_container(p.algorithm)},  # rsl_rl's PPO, checked
         "actor": actor,
         "critic": critic,

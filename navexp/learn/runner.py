@@ -27,7 +27,7 @@ from rsl_rl.runners import OnPolicyRunner
 
 from navexp.learn.checkpoint import find_checkpoints, save_atomic
 from navexp.learn.distributed import setup
-from navexp.learn.logger import NavLogger
+from navexp.learn.logger import NavLogger, hush
 from navexp.learn.ppo import RejectedUpdate
 
 
@@ -42,9 +42,17 @@ class NavRunner(OnPolicyRunner):
     logger: NavLogger
 
     def __init__(
-        self, env, train_cfg: dict, log_dir: str | None, device: str, infos: dict, quiet: bool = False
+        self,
+        env,
+        train_cfg: dict,
+        log_dir: str | None,
+        device: str,
+        infos: dict,
+        quiet: bool = False,
+        verbose: bool = False,
     ) -> None:
-        super().__init__(env, train_cfg, log_dir, device)
+        with hush(not verbose):  # rsl_rl prints the observation sets and both models
+            super().__init__(env, train_cfg, log_dir, device)
         self.logger = NavLogger(
             log_dir=log_dir,
             cfg=self.cfg,
@@ -56,6 +64,7 @@ class NavRunner(OnPolicyRunner):
             device=self.device,
             env=env,
             quiet=quiet,
+            verbose=verbose,
             on_logged=self._keep_good,
             on_iteration=self._finish_iteration,
         )

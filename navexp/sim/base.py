@@ -60,6 +60,7 @@ class Simulator(Protocol):
     qpos [N, 3]: x (m), y (m), yaw (rad, unwrapped). qvel [N, 3]: vx, vy (m/s), wz (rad/s), world
     frame. ctrl [N, nu]: actuator controls (the robot module maps actions to them). contact [N] int:
     1 if the robot touched anything during the last ``step()`` (any substep or the final pose).
+    moving_contact [N] int: 1 if one of those contacts was with a moving obstacle slot.
     overflow [N] int: a backend-specific bitmask of full buffers in the last step (0: none).
     ranges [N, B]: LiDAR ranges (m) as of the last ``sense()``; misses read ``max_range_m``.
     """
@@ -72,6 +73,7 @@ class Simulator(Protocol):
     qvel: torch.Tensor
     ctrl: torch.Tensor
     contact: torch.Tensor
+    moving_contact: torch.Tensor
     overflow: torch.Tensor
     ranges: torch.Tensor
 
@@ -79,6 +81,12 @@ class Simulator(Protocol):
         """Worlds where the [N] bool ``mask`` is set take their row of the N-row ``layout``: robot at
         its start pose and at rest, controls zero, obstacles posed and sized; other worlds keep every
         bit. Must not wait for the device."""
+        ...
+
+    def move_obstacles(self, start: torch.Tensor, end: torch.Tensor) -> None:
+        """The scene's moving obstacle slots go from ``start`` to ``end`` [N, M, 2] (world x, y) during
+        the next ``step()``, linearly over its substeps (``navexp.sim.motion``); ``write_layouts`` puts
+        them at their start. Must not wait for the device."""
         ...
 
     def step(self) -> None:
@@ -163,8 +171,8 @@ def resolve_backend(name: str, device: str) -> str:
     return name
 
 
-METHODS = ("write_layouts", "step", "sense", "synchronize", "overflow_reason")
-TENSORS = ("qpos", "qvel", "ctrl", "contact", "overflow", "ranges")
+METHODS = ("write_layouts", "move_obstacles", "step", "sense", "synchronize", "overflow_reason")
+TENSORS = ("qpos", "qvel", "ctrl", "contact", "moving_contact", "overflow", "ranges")
 
 
 def _params(fn) -> list[tuple[str, object, object]]:

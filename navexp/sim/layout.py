@@ -13,6 +13,9 @@ from dataclasses import dataclass, fields
 
 import torch
 
+MAX_WAYPOINTS = 8
+"""Waypoints a moving obstacle's path holds (``Layout.mov_path`` [K, M, MAX_WAYPOINTS, 2])."""
+
 
 @dataclass
 class Layout:
@@ -59,6 +62,29 @@ class Layout:
     """[K, NY, NX] float16 distance (m) along the shortest free path from every cell centre of the
     occupancy grid to the goal (navexp.task.maps.grid_path.paths_and_fields); [K, 0, 0] where it is not
     kept (only a term that reads the path distance needs it)."""
+    mov_mode: torch.Tensor | None = None
+    """[K, M] long: each moving obstacle slot's motion model (navexp.sim.motion.MODES; 0: unused). M =
+    the scene's moving cylinder slots, then its moving box slots."""
+    mov_path: torch.Tensor | None = None
+    """[K, M, P, 2] waypoints (navexp.sim.motion.MAX_WAYPOINTS); bounce: [0] the start; crossing: [0]
+    the start, [1] the agent's own goal."""
+    mov_npts: torch.Tensor | None = None
+    """[K, M] long: waypoints in use (>= 1)."""
+    mov_speed: torch.Tensor | None = None
+    """[K, M] speed along the path or of the agent (m/s)."""
+    mov_delay: torch.Tensor | None = None
+    """[K, M] seconds the obstacle stands still at its start before it moves."""
+    mov_phase: torch.Tensor | None = None
+    """[K, M] metres along its path where a path-following obstacle starts."""
+    mov_vel: torch.Tensor | None = None
+    """[K, M, 2] initial velocity of a bouncing obstacle (m/s)."""
+    mov_size: torch.Tensor | None = None
+    """[K, M, 2] a moving cylinder's (radius, radius), a moving box's half-extents along x and y."""
+    mov_is_box: torch.Tensor | None = None
+    """[K, M] bool: the slot is a box (the scene's kind of the slot; boxes keep yaw 0)."""
+    mov_start: torch.Tensor | None = None
+    """[K, M, 2] where each moving obstacle stands at t = 0 (navexp.sim.motion.start_position of the
+    fields above, kept so a reset computes nothing)."""
 
     def __post_init__(self) -> None:
         # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
@@ -76,6 +102,18 @@ class Layout:
             self.shortest_path_m = torch.full((k,), -1.0, device=dev)
         if self.goal_field is None:
             self.goal_field = torch.zeros(k, 0, 0, dtype=torch.float16, device=dev)
+        if self.mov_mode is None:
+            self._no_moving(k, dev)
+
+    def _no_moving(self, k: int, dev: torch.device) -> None:
+        """Zero moving obstacle slots (the layouts of a scene without them)."""
+        empty = lambda *shape, dtype=torch.float32: torch.zeros(k, 0, *shape, dtype=dtype, device=dev)  # noqa: E731
+        self.mov_mode, self.mov_npts = empty(dtype=torch.long), empty(dtype=torch.long)
+        self.mov_path = empty(MAX_WAYPOINTS, 2)
+        self.mov_speed, self.mov_delay, self.mov_phase = empty(), empty(), empty()
+        self.mov_vel, self.mov_size = empty(2), empty(2)
+        self.mov_is_box = empty(dtype=torch.bool)
+        self.mov_start = empty(2)
 
     @property
     def num_worlds(self) -> int:
@@ -111,11 +149,15 @@ class Layout:
         device: torch.device | str,
         wall_slots: int = 0,
         field_shape: tuple[int, int] = (0, 0),
+        moving_slots: tuple[int, int] = (0, 0),
     ) -> Layout:
         """K layouts with every slot inactive and robot and goal at the origin; ``field_shape`` (NY, NX)
-        of the goal distance field where it is kept (inf: no path yet)."""
+        of the goal distance field where it is kept (inf: no path yet); ``moving_slots`` (cylinders,
+        boxes) of moving obstacles, every one unused."""
         z = dict(device=device)
-        return Layout(
+        m = sum(moving_slots)
+        is_box = torch.arange(m, device=device) >= moving_slots[0]
+        lay = Layout(
             cyl_xy=torch.zeros(k, cylinder_slots, 2, **z),
             cyl_r=torch.full((k, cylinder_slots), 0.1, **z),
             cyl_active=torch.zeros(k, cylinder_slots, dtype=torch.bool, **z),
@@ -131,7 +173,22 @@ class Layout:
             wall_yaw=torch.zeros(k, wall_slots, **z),
             wall_active=torch.zeros(k, wall_slots, dtype=torch.bool, **z),
             goal_field=torch.full((k, *field_shape), float("inf"), dtype=torch.float16, **z),
+            mov_mode=torch.zeros(k, m, dtype=torch.long, **z),
+            mov_path=torch.zeros(k, m, MAX_WAYPOINTS, 2, **z),
+            mov_npts=torch.ones(k, m, dtype=torch.long, **z),
+            mov_speed=torch.zeros(k, m, **z),
+            mov_delay=torch.zeros(k, m, **z),
+            mov_phase=torch.zeros(k, m, **z),
+            mov_vel=torch.zeros(k, m, 2, **z),
+            mov_size=torch.full((k, m, 2), 0.1, **z),
+            mov_is_box=is_box.expand(k, m).clone(),
+            mov_start=torch.zeros(k, m, 2, **z),
         )
+        return lay
+
+    @property
+    def moving_slots(self) -> int:
+        return self.mov_mode.shape[1]
 
     @property
     def wall_slots(self) -> int:
@@ -196,15 +253,22 @@ class LayoutRows:
         )
 
 
-def slot_poses(layout: Layout, half_height: float, park_z: float) -> tuple[torch.Tensor, torch.Tensor]:
+def slot_poses(
+    layout: Layout, half_height: float, park_z: float, moving_xy: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mocap positions [K, S, 3] and quaternions (w, x, y, z) [K, S, 4] of the obstacle slots
-    (cylinders, then boxes, then walls): active slots stand on the floor (centre at ``half_height``),
-    inactive ones are parked at ``park_z``; boxes and walls turn by their yaw about z."""
+    (cylinders, then boxes, then walls, then the moving slots at ``moving_xy`` [K, M, 2], default their
+    start ``mov_start``): active slots stand on the floor (centre at ``half_height``),
+    inactive ones are parked at ``park_z``; boxes and walls turn by their yaw about z, moving boxes
+    keep yaw 0."""
     rect_xy, _, rect_yaw, rect_active = layout.boxes_and_walls()
-    active = torch.cat((layout.cyl_active, rect_active), dim=1)
+    active = torch.cat((layout.cyl_active, rect_active, layout.mov_mode > 0), dim=1)
     z = torch.where(active, half_height, park_z).unsqueeze(-1)
-    pos = torch.cat((torch.cat((layout.cyl_xy, rect_xy), dim=1), z), dim=2)
-    half_yaw = torch.cat((torch.zeros_like(layout.cyl_r), rect_yaw), dim=1) / 2
+    mov_xy = layout.mov_start if moving_xy is None else moving_xy
+    pos = torch.cat((torch.cat((layout.cyl_xy, rect_xy, mov_xy), dim=1), z), dim=2)
+    half_yaw = (
+        torch.cat((torch.zeros_like(layout.cyl_r), rect_yaw, torch.zeros_like(layout.mov_speed)), 1) / 2
+    )
     zero = torch.zeros_like(half_yaw)
     return pos, torch.stack((torch.cos(half_yaw), zero, zero, torch.sin(half_yaw)), dim=-1)
 
@@ -219,7 +283,12 @@ def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.
     bh = layout.boxes_and_walls()[1]
     box_hz = torch.full_like(bh[..., 0], half_height)
     box = torch.cat((bh, box_hz.unsqueeze(-1)), dim=-1)
-    return torch.cat((cyl_size, box), dim=1), torch.cat((cyl_half, box), dim=1)
+    # Moving slots: a cylinder's geom size is (r, h/2, 0), a box's (hx, hy, h/2); AABBs (r|hx, r|hy, h/2).
+    ms, is_box = layout.mov_size, layout.mov_is_box.unsqueeze(-1)
+    mov_hz = torch.full_like(ms[..., :1], half_height)
+    mov_half = torch.cat((ms, mov_hz), dim=-1)
+    mov_size = torch.where(is_box, mov_half, torch.cat((ms[..., :1], mov_hz, torch.zeros_like(mov_hz)), -1))
+    return torch.cat((cyl_size, box, mov_size), dim=1), torch.cat((cyl_half, box, mov_half), dim=1)
 
 
 def rotation_matrices(yaw: torch.Tensor) -> torch.Tensor:

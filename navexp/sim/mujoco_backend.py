@@ -79,11 +79,19 @@ class MujocoSim:
         self.qvel = torch.zeros(num_worlds, 3)
         self.ctrl = torch.zeros(num_worlds, self.mjm.nu)  # the robot's servo targets
         self.contact = torch.zeros(num_worlds, dtype=torch.int32)
+        self.moving_contact = torch.zeros(num_worlds, dtype=torch.int32)
         self.overflow = torch.zeros(num_worlds, dtype=torch.int32)
         self.ranges = torch.full((num_worlds, angles.size), self.max_range_m)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, "cpu", spec.wall_slots),
+            Layout.empty(
+                num_worlds,
+                spec.cylinder_slots,
+                spec.box_slots,
+                "cpu",
+                spec.wall_slots,
+                moving_slots=(spec.moving_cylinder_slots, spec.moving_box_slots),
+            ),
         )
 
     def _index_slots(self) -> None:
@@ -114,6 +122,9 @@ class MujocoSim:
         nu, nmocap = m.nu, m.nmocap
         self._mocap_pos_cols = nu + 3 * mocap[:, None] + np.arange(3)
         self._mocap_quat_cols = nu + 3 * nmocap + 4 * mocap[:, None] + np.arange(4)
+        # The moving slots' x, y columns (the last M slots); sensordata[1:1 + M] flags their contacts.
+        self._moving = self.spec.moving_slots
+        self._moving_xy_cols = self._mocap_pos_cols[len(names) - self._moving :, :2].ravel()
 
     def _alloc_rollout_buffers(self) -> None:
         """The rollouts' inputs and outputs per world: state, the control of every substep, the states
@@ -166,6 +177,16 @@ class MujocoSim:
                 m.body_conaffinity[b] = conaffinity[k]
             self.sense_models[w].geom_rgba[g, 3] = alpha[k]
 
+    def move_obstacles(self, start: torch.Tensor, end: torch.Tensor) -> None:
+        """The moving slots go from ``start`` to ``end`` [N, M, 2] over the next ``step()``: substep k of
+        D sees them at ``start + (k + 1) / D * (end - start)`` (their mocap controls)."""
+        if not self._moving:
+            return
+        frac = torch.arange(1, self.decimation + 1, dtype=torch.float64) / self.decimation
+        a, b = start.double()[:, None], end.double()[:, None]
+        xy = a + frac.view(1, -1, 1, 1) * (b - a)  # [N, D, M, 2]
+        self._control[:, :, self._moving_xy_cols] = xy.reshape(self.num_worlds, self.decimation, -1).numpy()
+
     # -- stepping ---------------------------------------------------------------------------
     def _warning_counts(self) -> np.ndarray:
         data = (*self._thread_data, *self._sense_data)
@@ -199,6 +220,7 @@ class MujocoSim:
         st[:] = self._out[:, -1]
         q, v = self.qpos.numpy(), self.qvel.numpy()
         q[:], v[:] = st[:, 1:4], st[:, 4:7]
+        self._moving_hit = (self._sensors[:, :, 1 : 1 + self._moving] > 0).any(axis=(1, 2))
         return (self._sensors[:, :, 0] > 0).any(axis=1)
 
     def _sense(self, ids: np.ndarray | None = None) -> np.ndarray:
@@ -206,12 +228,13 @@ class MujocoSim:
 
         Returns the contact flag of those worlds; writes their ranges (misses and hits beyond max
         range read max range)."""
+        # The controls of the last substep: the moving slots where this control step left them.
         if ids is None:
-            models, st, ctrl = self.sense_models, self._state, self._control[:, :1]
+            models, st, ctrl = self.sense_models, self._state, np.ascontiguousarray(self._control[:, -1:])
             out, sensors = self._sense_out, self._sense_sensors
         else:
             models = [self.sense_models[w] for w in ids]
-            st, ctrl = self._state[ids], self._control[ids, :1]
+            st, ctrl = self._state[ids], self._control[ids, -1:]
             out, sensors = self._sense_out[: len(ids)], self._sense_sensors[: len(ids)]
         self._rollout.rollout(
             models,
@@ -224,7 +247,8 @@ class MujocoSim:
             sensordata=sensors,
             skip_checks=True,
         )
-        ranges = clamp_ranges(sensors[:, 0, 1:], self.max_range_m)
+        self._moving_sensed = sensors[:, 0, 1 : 1 + self._moving].any(axis=1)
+        ranges = clamp_ranges(sensors[:, 0, 1 + self._moving :], self.max_range_m)
         if ids is None:
             self.ranges.copy_(ranges)
         else:
@@ -249,6 +273,7 @@ class MujocoSim:
     def step_physics(self) -> None:
         """Physics only (substeps with their contacts), no final-pose pass: for the benchmark."""
         self.contact[:] = torch.from_numpy(self._rollout_physics())
+        self.moving_contact[:] = torch.from_numpy(self._moving_hit)
         self._check_warnings()
 
     def step(self) -> None:
@@ -258,6 +283,7 @@ class MujocoSim:
         contact = self._rollout_physics()
         contact |= self._sense()
         self.contact[:] = torch.from_numpy(contact)
+        self.moving_contact[:] = torch.from_numpy(self._moving_hit | self._moving_sensed)
         self._check_warnings()
 
     def sense(self, changed: torch.Tensor | None = None) -> None:

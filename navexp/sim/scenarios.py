@@ -10,6 +10,9 @@ Format (metres, degrees)::
           - {kind: box, x: 0.0, y: 1.0, half_x: 2.5, half_y: 0.2, yaw_deg: 0.0}
           - {kind: cylinder, x: 1.0, y: -1.0, radius: 0.3}
           - {kind: wall, x: 0.0, y: -2.0, half_x: 2.0, half_y: 0.1}   # a box in the wall slots
+          - {kind: cylinder, radius: 0.25, path: [[-2, 1], [2, 1]], speed_mps: 1.0}   # a moving one
+
+A moving obstacle (one with a ``path``): navexp.sim.moving_scenarios.
 
 World w at its k-th episode uses entry (w + k * num_envs) mod len(scenarios). An entry's ``jitter`` key
 is read by the task, which expands it into many start/goal cases (navexp.task.maps.scenario_jitter).
@@ -26,6 +29,13 @@ import torch
 import yaml
 
 from navexp.sim.layout import Layout, nearest_obstacle
+from navexp.sim.moving_scenarios import (
+    check_moving_keys,
+    check_moving_start,
+    is_moving,
+    moving_slot,
+    place_moving,
+)
 
 KINDS = {
     "cylinder": ("x", "y", "radius"),
@@ -101,6 +111,9 @@ def _check_obstacle(where: str, ob: object) -> None:
     """An obstacle is a mapping with a known ``kind`` and only that kind's keys."""
     if not isinstance(ob, dict):
         raise ValueError(f"{where}: obstacle={_shown(ob)} is invalid; obstacles must be {OBSTACLE_SHAPE}")
+    if is_moving(ob):
+        check_moving_keys(where, ob)
+        return
     kind = ob.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise ValueError(f"{where}: kind={kind!r}; allowed: {sorted(KINDS)}")
@@ -129,6 +142,7 @@ def load_scenarios(
     robot_radius_m: float,
     wall_slots: int = 0,
     data: dict | None = None,
+    moving_slots: tuple[int, int] = (0, 0),
 ) -> Layout:
     """Parse and validate a scenario file (or its parsed ``data``) into a Layout with one entry per
     scenario (the task resolves shipped scenario names to files:
@@ -136,8 +150,8 @@ def load_scenarios(
     file = Path(file)
     data = yaml.safe_load(file.read_text()) if data is None else data
     entries = scenario_entries(file, data)
-    lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots)
-    slots = {"cylinder": cylinder_slots, "box": box_slots, "wall": wall_slots}
+    lay = Layout.empty(len(entries), cylinder_slots, box_slots, "cpu", wall_slots, moving_slots=moving_slots)
+    slots = {"cylinder": cylinder_slots, "box": box_slots, "wall": wall_slots, "moving": moving_slots}
     for i, e in enumerate(entries):
         where = f"{file} scenario {i} ({e.get('name', 'unnamed')})"
         robot, goal = e.get("robot") or {}, e.get("goal") or {}
@@ -148,17 +162,25 @@ def load_scenarios(
         lay.goal_xy[i] = torch.tensor(
             [finite_number(goal, "x", where + " goal"), finite_number(goal, "y", where + " goal")]
         )
-        _place_obstacles(lay, i, e.get("obstacles") or [], where, slots)
+        _place_obstacles(lay, i, e.get("obstacles") or [], where, slots, (half_x, half_y))
     _check_free_space(file, lay, half_x, half_y, robot_radius_m)
+    check_moving_start(file, lay, robot_radius_m)
     return lay
 
 
-def _place_obstacles(lay: Layout, i: int, obstacles: list[dict], where: str, slots: dict[str, int]) -> None:
+def _place_obstacles(
+    lay: Layout, i: int, obstacles: list[dict], where: str, slots: dict, half: tuple[float, float]
+) -> None:
     """Write entry ``i``'s obstacles into the next free slots of their kind (``slots``: each kind's
-    count); a size <= 0 or more obstacles of a kind than its slots raise naming the obstacle."""
+    count; ``moving``: the moving slots); a size <= 0 or more obstacles of a kind than its slots raise
+    naming the obstacle."""
     used = dict.fromkeys(KINDS, 0)
+    used_moving: dict[str, int] = {}
     for j, ob in enumerate(obstacles):
         ow = f"{where} obstacle {j}"
+        if is_moving(ob):
+            place_moving(lay, i, ob, ow, moving_slot(ow, ob["kind"], used_moving, slots["moving"]), half)
+            continue
         kind = ob["kind"]  # a known kind: checked by scenario_entries
         vals = [finite_number(ob, k, ow) for k in KINDS[kind]]
         if min(vals[2:]) <= 0:

@@ -50,6 +50,10 @@ class SceneSpec:
     """Give the robot body a negligible product of inertia (see ``build_mjcf``)."""
     wall_slots: int = 0
     """Wall segments: box geoms in slots of their own (``wall{i}``), after the box slots."""
+    moving_cylinder_slots: int = 0
+    """Moving cylinders (``mcyl{i}``, people), after the walls: mocap bodies posed every control step."""
+    moving_box_slots: int = 0
+    """Moving boxes (``mbox{i}``, carts), after the moving cylinders."""
 
     @property
     def robot_z(self) -> float:
@@ -58,7 +62,11 @@ class SceneSpec:
 
     @property
     def num_obstacles(self) -> int:
-        return self.cylinder_slots + self.box_slots + self.wall_slots
+        return self.cylinder_slots + self.box_slots + self.wall_slots + self.moving_slots
+
+    @property
+    def moving_slots(self) -> int:
+        return self.moving_cylinder_slots + self.moving_box_slots
 
     @classmethod
     def from_env_cfg(cls, env_cfg, robot) -> SceneSpec:
@@ -67,6 +75,7 @@ class SceneSpec:
         ``coupled_inertia``: the task's ``Robot``)."""
         room, obst = env_cfg.room, env_cfg.obstacles
         robot_cfg = env_cfg.robot
+        dyn = getattr(env_cfg, "dynamic", None)  # absent in configs of before moving obstacles
         return cls(
             size_x_m=room.size_x_m,
             size_y_m=room.size_y_m,
@@ -83,17 +92,27 @@ class SceneSpec:
             robot_sites_mjcf=robot.sites_mjcf(),
             coupled_inertia=robot.coupled_inertia,
             wall_slots=getattr(obst, "wall_slots", 0),  # absent in configs of before walls
+            moving_cylinder_slots=dyn.cylinder_slots if dyn is not None else 0,
+            moving_box_slots=dyn.box_slots if dyn is not None else 0,
         )
 
 
 def slot_names(s: SceneSpec) -> list[str]:
-    """Body and geom names of the obstacle slots in slot order: cylinders, boxes, walls (the order of
-    ``slot_poses``/``slot_sizes`` and of the mocap bodies)."""
+    """Body and geom names of the obstacle slots in slot order: cylinders, boxes, walls, moving
+    cylinders, moving boxes (the order of ``slot_poses``/``slot_sizes`` and of the mocap bodies)."""
     return (
         [f"cyl{i}" for i in range(s.cylinder_slots)]
         + [f"box{i}" for i in range(s.box_slots)]
         + [f"wall{i}" for i in range(s.wall_slots)]
+        + moving_names(s)
     )
+
+
+def moving_names(s: SceneSpec) -> list[str]:
+    """Body and geom names of the moving obstacle slots: moving cylinders, then moving boxes."""
+    return [f"mcyl{i}" for i in range(s.moving_cylinder_slots)] + [
+        f"mbox{i}" for i in range(s.moving_box_slots)
+    ]
 
 
 def _walls(s: SceneSpec) -> str:
@@ -134,11 +153,19 @@ def _obstacles(s: SceneSpec) -> str:
             f'<geom name="wall{i}" type="box" size="0.3 0.3 {hz}" contype="0" conaffinity="1" '
             f'rgba=".5 .5 .5 1"/></body>'
         )
+    for name in moving_names(s):
+        shape = 'cylinder" size="0.3 ' if name.startswith("mcyl") else 'box" size="0.3 0.3 '
+        lines.append(
+            f'    <body name="{name}" mocap="true" pos="0 0 {PARK_Z_M}">'
+            f'<geom name="{name}" type="{shape}{hz}" contype="0" conaffinity="1" rgba=".9 .1 .5 1"/></body>'
+        )
     return "\n".join(lines)
 
 
-def _sensors(contact_sensor: bool, beams: int) -> str:
+def _sensors(contact_sensor: bool, beams: int, moving: list[str]) -> str:
     lines = [CONTACT_SENSOR] if contact_sensor else []
+    if contact_sensor:  # one per moving slot after the robot's: sensordata[1:1 + M] (moving contacts)
+        lines += [f'    <contact name="hit_{n}" geom1="robot" geom2="{n}" data="found"/>' for n in moving]
     lines += rangefinder_sensors(beams)
     return "  <sensor>\n" + "\n".join(lines) + "\n  </sensor>\n" if lines else ""
 
@@ -150,9 +177,10 @@ def build_mjcf(
 
     Optional sensors for the classic MuJoCo backend, evaluated inside its threaded rollout; neither
     changes any physics:
-    - ``contact_sensor``: sensordata[0] counts the robot's contacts;
+    - ``contact_sensor``: sensordata[0] counts the robot's contacts, sensordata[1 + j] its contacts
+      with moving slot j;
     - ``beam_angles_rad``: the LiDAR as one rangefinder per beam (sensordata after the contact
-      sensor), on a site at the robot centre whose z axis points at that body-frame angle. A
+      sensors), on a site at the robot centre whose z axis points at that body-frame angle. A
       rangefinder ignores its own body (the robot) and reads -1 on a miss.
     """
     angles = [] if beam_angles_rad is None else [float(a) for a in beam_angles_rad]
@@ -188,7 +216,7 @@ def build_mjcf(
   <actuator>
 {s.actuators_mjcf}
   </actuator>
-{_sensors(contact_sensor, len(angles))}</mujoco>
+{_sensors(contact_sensor, len(angles), moving_names(s))}</mujoco>
 """
 
 

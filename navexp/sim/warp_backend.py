@@ -9,7 +9,9 @@ Nothing here reads a device value on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import time
 import warnings
 
 import mujoco
@@ -17,10 +19,11 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
+from navexp.sim import kernel_cache
 from navexp.sim.base import SimSpec
 from navexp.sim.layout import Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
-from navexp.sim.scene import PARK_Z_M, build_model, slot_names
+from navexp.sim.scene import PARK_Z_M, build_model, moving_names, slot_names
 
 GRAPH_MIN_DRIVER = (12, 4)
 """Oldest CUDA driver whose graphs hold conditional nodes (mujoco_warp's solver loops)."""
@@ -47,6 +50,55 @@ def _flag_contacts(nacon: wp.array(dtype=int), worldid: wp.array(dtype=int), fla
     i = wp.tid()
     if i < nacon[0]:
         flag[worldid[i]] = 1
+
+
+@wp.kernel
+def _hold_on_contact(
+    flag: wp.array(dtype=int),
+    qpos_before: wp.array2d(dtype=float),
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+):
+    """A world with a contact in this control step goes back to the pose the substep started from
+    (where the contact was found) and stops: no contact force pushes it out (see ``contact_free``)."""
+    w, j = wp.tid()
+    if flag[w] != 0:
+        qpos[w, j] = qpos_before[w, j]
+        qvel[w, j] = 0.0
+
+
+@wp.kernel
+def _flag_moving(
+    nacon: wp.array(dtype=int),
+    worldid: wp.array(dtype=int),
+    geom: wp.array(dtype=wp.vec2i),
+    first: int,
+    end: int,
+    flag: wp.array(dtype=int),
+):
+    """flag[w] = 1 for every world w with a contact involving a geom in [first, end) (moving slots)."""
+    i = wp.tid()
+    if i < nacon[0]:
+        g = geom[i]
+        if (g[0] >= first and g[0] < end) or (g[1] >= first and g[1] < end):
+            flag[worldid[i]] = 1
+
+
+@wp.kernel
+def _place_moving(
+    start: wp.array3d(dtype=float),
+    end: wp.array3d(dtype=float),
+    frac: float,
+    first: int,
+    mocap_pos: wp.array2d(dtype=wp.vec3),
+):
+    """Moving slot j of world w at ``start + frac * (end - start)`` in the plane (mocap ``first + j``;
+    its height kept: a parked slot stays parked)."""
+    w, j = wp.tid()
+    z = mocap_pos[w, first + j][2]
+    x = start[w, j, 0] + frac * (end[w, j, 0] - start[w, j, 0])
+    y = start[w, j, 1] + frac * (end[w, j, 1] - start[w, j, 1])
+    mocap_pos[w, first + j] = wp.vec3(x, y, z)
 
 
 @wp.kernel
@@ -83,21 +135,21 @@ class WarpSim:
         self.spec, self.num_worlds, self.decimation = spec, num_worlds, sim_spec.decimation
         self.device = torch.device(device)
         self.max_range_m = sim_spec.max_range_m
+        self._cold_since = self._announce_cold_compile(device)
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
         self._slot_cols = self._slot_columns()
         self._slot_views: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._moving_geoms = self._moving_range()
         # mocap ids follow body order: cylinders, boxes, walls (see scene._obstacles).
         with wp.ScopedDevice(device):
             # Obstacle sizes differ per world: batch geom_size and the bounds derived from it.
             batched = {"geom_size": num_worlds, "geom_rbound": num_worlds, "geom_aabb": num_worlds}
-            self.m = mjw.put_model(self.mjm, batch_sizes=batched)
-            self.d = mjw.make_data(
-                self.mjm,
-                nworld=num_worlds,
-                nconmax=sim_spec.nconmax_per_world,
-                njmax=sim_spec.njmax_per_world,
-            )
+            self._m_contacts = mjw.put_model(self.mjm, batch_sizes=batched)
+            self.m = contact_free(self._m_contacts)
+            # No constraint rows (njmax=0): mujoco_warp then skips its solver and copies the
+            # smooth acceleration.
+            self.d = mjw.make_data(self.mjm, nworld=num_worlds, nconmax=sim_spec.nconmax_per_world, njmax=0)
             self._alloc_lidar()
         self._torch_views()
         self.ranges = torch.full((num_worlds, sim_spec.num_beams), self.max_range_m, device=self.device)
@@ -112,8 +164,24 @@ class WarpSim:
                 warnings.warn(f"CUDA graphs disabled ({why_not}); the simulator runs eagerly", stacklevel=2)
         self.write_layouts(
             torch.ones(num_worlds, dtype=torch.bool, device=self.device),
-            Layout.empty(num_worlds, spec.cylinder_slots, spec.box_slots, self.device, spec.wall_slots),
+            Layout.empty(
+                num_worlds,
+                spec.cylinder_slots,
+                spec.box_slots,
+                self.device,
+                spec.wall_slots,
+                moving_slots=(spec.moving_cylinder_slots, spec.moving_box_slots),
+            ),
         )
+
+    @staticmethod
+    def _announce_cold_compile(device: str) -> float | None:
+        """Print what is about to happen when the kernel cache is cold; the start time, else None."""
+        notice = kernel_cache.cold_notice(device)
+        if notice is None:
+            return None
+        print(notice, flush=True)
+        return time.perf_counter()
 
     def _slot_columns(self) -> slice | torch.Tensor:
         """Slot columns of the batched geom arrays: a slice (a view) when the ids are consecutive."""
@@ -122,6 +190,12 @@ class WarpSim:
         if geoms and contiguous:
             return slice(geoms[0], geoms[0] + len(geoms))
         return torch.tensor(geoms, dtype=torch.long, device=self.device)
+
+    def _moving_range(self) -> tuple[int, int]:
+        """[first, end) geom ids of the moving slots (consecutive: their bodies come last)."""
+        geoms = [mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in moving_names(self.spec)]
+        assert geoms == list(range(geoms[0], geoms[0] + len(geoms))) if geoms else True
+        return (geoms[0], geoms[-1] + 1) if geoms else (0, 0)
 
     def _alloc_lidar(self) -> None:
         """The LiDAR's ray buffers [N, B] (origins, directions, hits) and the contact flags [N], on the
@@ -136,6 +210,10 @@ class WarpSim:
         self._normal = wp.zeros((n, nb), dtype=wp.vec3)
         self._exclude = wp.array([self.robot_body] * nb, dtype=int)
         self._contact = wp.zeros(n, dtype=int)
+        self._qpos_before = wp.zeros((n, self.mjm.nq), dtype=float)
+        self._moving_contact = wp.zeros(n, dtype=int)
+        m = self.spec.moving_slots
+        self._move_start, self._move_end = wp.zeros((n, m, 2), dtype=float), wp.zeros((n, m, 2), dtype=float)
 
     def _torch_views(self) -> None:
         """Zero-copy torch views of the Warp arrays the env and the layout writes touch."""
@@ -146,6 +224,8 @@ class WarpSim:
         self._geom_size, self._geom_rbound = t(self.m.geom_size), t(self.m.geom_rbound)
         self._geom_aabb = t(self.m.geom_aabb)
         self.contact = t(self._contact)
+        self.moving_contact = t(self._moving_contact)
+        self._move_start_t, self._move_end_t = t(self._move_start), t(self._move_end)
         self._overflow_raw = t(self.d.overflow)
         self.nacon = t(self.d.nacon)
         self._dist_t, self._geomid_t = t(self._dist), t(self._geomid)
@@ -166,6 +246,10 @@ class WarpSim:
         self._qacc_warmstart.masked_fill_(m1, 0.0)
         # Obstacles: active slots at their centre (z mid-height), inactive ones parked below.
         pos, quat = slot_poses(layout, hz, PARK_Z_M)
+        if self.spec.moving_slots:  # the next step moves them from their start
+            mov_start = layout.mov_start
+            torch.where(m2, mov_start, self._move_start_t, out=self._move_start_t)
+            torch.where(m2, mov_start, self._move_end_t, out=self._move_end_t)
         torch.where(m2, pos, self._mocap_pos, out=self._mocap_pos)
         torch.where(m2, quat, self._mocap_quat, out=self._mocap_quat)
         # Sizes, bounding spheres and local AABBs (centre 0, half-extents) of the slot geoms.
@@ -191,18 +275,43 @@ class WarpSim:
             self._slot_views = views
         return views
 
+    def move_obstacles(self, start: torch.Tensor, end: torch.Tensor) -> None:
+        """The moving slots go from ``start`` to ``end`` [N, M, 2] over the next ``step()`` (linearly,
+        at ``end`` after its last substep). Two device copies into the captured step's inputs."""
+        self._move_start_t.copy_(start)
+        self._move_end_t.copy_(end)
+
     # -- stepping ---------------------------------------------------------------------------
     def _physics_kernels(self) -> None:
         self._contact.zero_()
+        self._moving_contact.zero_()
         self.d.overflow.zero_()
-        for _ in range(self.decimation):
-            mjw.step(self.m, self.d)
+        for k in range(self.decimation):
+            self._place_moving((k + 1) / self.decimation)
+            wp.copy(self._qpos_before, self.d.qpos)
+            self._substep()
+            # The kinematics are still those of the pose this substep started from: its contacts.
+            mjw.collision(self._m_contacts, self.d)
             self._flag_contacts()
-        # step() leaves kinematics and contacts at the pre-integration pose: bring both to the final
-        # pose of this control step (contacts there end the episode).
+            wp.launch(
+                _hold_on_contact,
+                dim=self._qpos_before.shape,
+                inputs=[self._contact, self._qpos_before],
+                outputs=[self.d.qpos, self.d.qvel],
+            )
+        # Contacts at the final pose of this control step (they end the episode too).
         mjw.kinematics(self.m, self.d)
-        mjw.collision(self.m, self.d)
+        mjw.collision(self._m_contacts, self.d)
         self._flag_contacts()
+
+    def _substep(self) -> None:
+        """``mjw.step`` without constraints: forward dynamics (no collision, no constraint rows, no
+        solver: njmax=0), then the scene's implicitfast integration. The integrator reads M @ qacc
+        from ``efc.Ma``, which the solver leaves there; without one it is the smooth force itself
+        (qacc = qacc_smooth = M^-1 qfrc_smooth)."""
+        mjw.forward(self.m, self.d)
+        wp.copy(self.d.efc.Ma, self.d.qfrc_smooth)
+        mjw.implicit(self.m, self.d)
 
     def _sense_kernels(self) -> None:
         mjw.kinematics(self.m, self.d)
@@ -215,6 +324,26 @@ class WarpSim:
             inputs=[self.d.nacon, self.d.contact.worldid],
             outputs=[self._contact],
         )
+        if self.spec.moving_slots:
+            first, end = self._moving_geoms
+            wp.launch(
+                _flag_moving,
+                dim=self.d.naconmax,
+                inputs=[self.d.nacon, self.d.contact.worldid, self.d.contact.geom, first, end],
+                outputs=[self._moving_contact],
+            )
+
+    def _place_moving(self, frac: float) -> None:
+        """Moving slots at ``frac`` of their way through this control step (mocap positions)."""
+        m = self.spec.moving_slots
+        if m:
+            first = self.spec.num_obstacles - m  # mocap ids follow body order; moving bodies come last
+            wp.launch(
+                _place_moving,
+                dim=(self.num_worlds, m),
+                inputs=[self._move_start, self._move_end, frac, first],
+                outputs=[self.d.mocap_pos],
+            )
 
     def _cast(self) -> None:
         wp.launch(
@@ -240,9 +369,12 @@ class WarpSim:
         """Run ``fn``'s kernels: eagerly, or as a CUDA graph captured on first use.
 
         Capture records kernels without running them, so the first call advances the simulation
-        exactly once (the captured graph is launched right after capture); Warp loads every module
-        before capture. The garbage collector is paused while capturing: a Warp object finalised
-        mid-capture would record its free into the graph.
+        exactly once (the captured graph is launched right after capture). Warp compiles and loads
+        each module as its first kernel is recorded (CUDA drivers >= 12.3 load modules during a
+        capture; graphs need 12.4 here anyway): forcing every module to load before the capture
+        would compile all of mujoco_warp's modules (51 against the 18 this scene launches, measured
+        on the CPU), minutes of a cold compile on a GPU. The garbage collector is paused while
+        capturing: a Warp object finalised mid-capture would record its free into the graph.
         """
         with wp.ScopedDevice(str(self.device)):
             if not self.graph_enabled:
@@ -253,7 +385,7 @@ class WarpSim:
                 enabled = gc.isenabled()
                 gc.disable()
                 try:
-                    with wp.ScopedCapture(force_module_load=True) as cap:
+                    with wp.ScopedCapture(force_module_load=False) as cap:
                         fn()
                 finally:
                     if enabled:
@@ -265,6 +397,9 @@ class WarpSim:
         """Advance every world one control step (``decimation`` physics steps); ``contact`` flags a
         contact in any substep or at the final pose. The LiDAR is cast by ``sense``."""
         self._run("physics", self._physics_kernels)
+        if self._cold_since is not None:  # build and first step have compiled every kernel
+            kernel_cache.mark_warm(str(self.device), time.perf_counter() - self._cold_since)
+            self._cold_since = None
 
     def sense(self, changed: torch.Tensor | None = None) -> None:
         """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
@@ -286,6 +421,20 @@ class WarpSim:
         """Name the buffers behind an overflow bitmask (OR of ``overflow`` over worlds and steps)."""
         what = [v for k, v in OVERFLOW_NAMES.items() if bits & k] or [f"bitmask {bits}"]
         return f"mujoco_warp buffer overflow: {', '.join(what)}"
+
+
+def contact_free(m: mjw.Model) -> mjw.Model:
+    """The model ``m`` (the same arrays) stepping without constraints: no contact forces, no solver.
+
+    The first contact ends an episode, so the robot never needs a contact force; mujoco_warp then
+    neither builds constraint rows nor runs (or compiles) its solver, and ``collision`` is called
+    on ``m`` itself after each substep. Up to the first contact the motion is the same: the robot's
+    joints have no limits or friction loss, so contacts are the scene's only constraints. At the
+    first contact the robot is held where it touched (``_hold_on_contact``) instead of being pushed
+    back by a contact force; the episode ends at that control step either way.
+    """
+    flags = m.opt.disableflags | mjw.DisableBit.CONSTRAINT
+    return dataclasses.replace(m, opt=dataclasses.replace(m.opt, disableflags=flags))
 
 
 def graph_support(device: torch.device) -> str | None:

@@ -18,7 +18,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -30,7 +33,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
-from navexp.sweep.storage import journal_path, sqlalchemy_url, trial_id
+from navexp.experiment.rundir import LOCK_NAME
+from navexp.sweep.storage import sqlalchemy_url, storage_file, trial_id
 
 log = logging.getLogger(__name__)
 
@@ -87,18 +91,65 @@ def fail_stale_trials(
     failed = []
     for trial, since in stale_trials(study, grace_s):
         reason = f"worker stopped: no heartbeat since {since}"
-        tid = trial_id(trial)
-        try:
-            storage.set_trial_user_attr(tid, "fail_reason", reason)
-            storage.set_trial_system_attr(tid, WORKER_STOPPED, since)
-            storage.set_trial_state_values(tid, TrialState.FAIL)
-        except UpdateFinishedTrialError:  # its own worker told it meanwhile
-            continue
-        if trial.params:
-            study.enqueue_trial(trial.params, user_attrs={"rerun_of_trial": trial.number})
-        log.warning(f"trial {trial.number}: {reason}; marked FAIL, parameters enqueued again: {trial.params}")
-        failed.append((trial.number, trial.params))
+        if release_trial(study, storage, trial, reason, since):
+            failed.append((trial.number, trial.params))
     return failed
+
+
+def release_trial(
+    study: optuna.Study,
+    storage: optuna.storages.BaseStorage,
+    trial: optuna.trial.FrozenTrial,
+    reason: str,
+    since: str,
+) -> bool:
+    """Fail a trial whose worker stopped (``reason``; not counted as finished), enqueue its parameters to
+    run again and clear the lock its run left in its trial directory (``clear_stale_lock``). False when
+    its own worker told a result meanwhile (that result stays)."""
+    tid = trial_id(trial)
+    try:
+        storage.set_trial_user_attr(tid, "fail_reason", reason)
+        storage.set_trial_system_attr(tid, WORKER_STOPPED, since)
+        storage.set_trial_state_values(tid, TrialState.FAIL)
+    except UpdateFinishedTrialError:  # its own worker told it meanwhile
+        return False
+    if trial.params:
+        study.enqueue_trial(trial.params, user_attrs={"rerun_of_trial": trial.number})
+    lock = clear_stale_lock(Path(trial.user_attrs["trial_dir"])) if "trial_dir" in trial.user_attrs else ""
+    log.warning(
+        f"trial {trial.number}: {reason}; marked FAIL, parameters enqueued again: {trial.params}"
+        + (f"; {lock}" if lock else "")
+    )
+    return True
+
+
+def clear_stale_lock(trial_dir: Path) -> str:
+    """Remove the run lock (``<trial dir>/.navexp.lock``, navexp.experiment.rundir) that a trial killed
+    with its worker (``kill -9``) left behind, when its recorded host is this one and its pid is gone; a
+    lock of another host (its pid cannot be checked here) or of a live pid is left. Returns what was
+    done, for the log ("" without a lock)."""
+    path = trial_dir / LOCK_NAME
+    try:
+        owner = json.loads(path.read_text())
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError):
+        owner = {}
+    pid, host = owner.get("pid"), owner.get("host")
+    if host == socket.gethostname() and isinstance(pid, int) and not _pid_alive(pid):
+        path.unlink(missing_ok=True)
+        return f"removed the stale lock {path} (pid {pid} is gone)"
+    return f"left the lock {path} (pid {pid} on host {host}: alive, or not checkable from here)"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
 
 
 # -- run directories ----------------------------------------------------------------------------
@@ -180,12 +231,9 @@ def admission_lock(url: str, study_name: str, sweep_dir: Path) -> Iterator[None]
         with _advisory_lock(url, study_name):
             yield
         return
-    journal = journal_path(url)
-    if journal is not None:
-        path = journal.with_name(f"{journal.name}.{study_name}.admit.lock")
-    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        db = Path(url[len("sqlite:///") :])
-        path = db.with_name(f"{db.name}.{study_name}.admit.lock")
+    file = storage_file(url)  # one path for every spelling of the file (sqlite:///q.db?timeout=30)
+    if file is not None:
+        path = file.with_name(f"{file.name}.{study_name}.admit.lock")
     else:
         path = Path(sweep_dir) / f".{study_name}.admit.lock"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
-"""Study report: best parameters, every trial, parameter importances and plots, next to the study.
+"""Study report: best parameters, every trial, parameter importances and plots; a sweep directory's report
+goes to ``<sweep dir>/report/``, a study file's next to the file.
 
-    python -m navexp.sweep_report <sweep dir | study .db or .log file | storage URL> [study_name] [--out DIR]
+    python -m navexp.sweep_report <sweep dir | study .db or .log file | storage URL> [study_name] [out=DIR]
 
 A sweep directory holds ``study.json`` (written by the sweeper) naming the storage and the study.
 The study may still be running: the report is a snapshot and prints the trial counts per state.
@@ -12,6 +13,7 @@ import argparse
 import hashlib
 import json
 import math
+import sys
 import warnings
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from optuna.trial import TrialState
 from optuna.visualization import matplotlib as ovm
 
 from navexp.config.validation import check_path_name
-from navexp.sweep.storage import JOURNAL, journal_path, open_storage, study_names
+from navexp.sweep.storage import JOURNAL, open_storage, storage_file, study_names
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -49,49 +51,38 @@ def _importances(study: optuna.Study, objectives: list[str]) -> dict[str, dict[s
 
 
 def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
+    """The report's figures, each axis named by the study's objectives (``sweep.objectives``, not optuna's
+    "Objective Value"), trial numbers on integer ticks, the slice plot a grid of panels."""
     # Deferred: matplotlib only loads when a report is drawn (the sweeper imports this module).
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
-    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
-    jobs = []
-    if len(objectives) == 1:
-        jobs += [
-            ("optimization_history.png", lambda: ovm.plot_optimization_history(study)),
-            ("param_vs_success.png", lambda: ovm.plot_slice(study)),
-        ]
-    else:
-        for i, name in enumerate(objectives):
-            jobs.append(
-                (
-                    f"optimization_history_{name}.png",
-                    lambda i=i, name=name: ovm.plot_optimization_history(
-                        study, target=lambda t: t.values[i], target_name=name
-                    ),
-                )
-            )
-        jobs.append(
-            (
-                "param_vs_success.png",
-                lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=objectives[0]),
-            )
+    def value(i: int):
+        return None if len(objectives) == 1 else (lambda t: t.values[i])
+
+    jobs = [
+        (
+            "optimization_history.png" if len(objectives) == 1 else f"optimization_history_{name}.png",
+            lambda i=i, name=name: _history(study, value(i), name),
         )
-        if len(objectives) == 2:
-            jobs.append(("pareto_front.png", lambda: ovm.plot_pareto_front(study, target_names=objectives)))
+        for i, name in enumerate(objectives)
+    ]
+    jobs.append(("param_vs_success.png", lambda: _slice_grid(study, value(0), objectives[0])))
+    if len(objectives) == 2:
+        jobs.append(
+            ("pareto_front.png", lambda: _figure(ovm.plot_pareto_front(study, target_names=objectives)))
+        )
+    if not any(t.state == TrialState.COMPLETE for t in study.trials):
+        return []
+    made = []
     for fname, make in jobs:
-        if not complete:
-            break
         try:
             with warnings.catch_warnings():  # optuna's matplotlib plots are all "experimental"
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 warnings.filterwarnings("ignore", message=".*tight_layout.*")
-                ax = make()
-                fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
-                fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
-                fig.tight_layout()
+                fig = make()
             fig.savefig(out / fname, dpi=100)
             plt.close(fig)
             made.append(fname)
@@ -100,12 +91,61 @@ def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
     return made
 
 
+def _figure(ax):
+    """A figure of optuna's at the report's size (8 x 5 inches at least)."""
+    fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+    fig.set_size_inches(max(fig.get_size_inches()[0], 8), 5)
+    fig.tight_layout()
+    return fig
+
+
+def _history(study: optuna.Study, target, name: str):
+    """optuna's optimization history of one objective: its name on the y axis and in the legend, trial
+    numbers on integer ticks (3 trials read 0, 1, 2, not 0.0, 0.5, ...)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax = ovm.plot_optimization_history(study, target=target, target_name=name)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"{name} per trial")
+    return _figure(ax)
+
+
+def _slice_grid(study: optuna.Study, target, name: str, columns: int = 3):
+    """optuna's slice plot (the objective against each searched parameter, coloured by trial number) as a
+    grid of ``columns`` panels a row (optuna draws one row, 320 px a panel, its colour bar over the last
+    ones), the colour bar beside the grid with integer trial numbers, log axes without minor labels."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator, NullFormatter
+
+    axes = list(np.atleast_1d(ovm.plot_slice(study, target=target, target_name=name)).flat)
+    fig = axes[0].figure
+    for other in [a for a in fig.axes if a not in axes]:
+        other.remove()  # optuna's colour bar, drawn again below beside the grid
+    cols = min(columns, len(axes))
+    rows = -(-len(axes) // cols)
+    grid = fig.add_gridspec(rows, cols)
+    for i, ax in enumerate(axes):
+        ax.set_subplotspec(grid[i // cols, i % cols])
+        ax.tick_params(labelleft=i % cols == 0)
+        ax.set_ylabel(name if i % cols == 0 else "")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    fig.set_size_inches(4.2 * cols + 1.2, 3.2 * rows + 0.8)
+    fig.set_layout_engine("constrained")
+    bar = fig.colorbar(axes[0].collections[0], ax=axes, label="trial number", shrink=0.9)
+    bar.locator = MaxNLocator(integer=True)
+    bar.update_ticks()
+    fig.suptitle(f"{name} against each searched parameter")
+    return fig
+
+
 def write_report(study: optuna.Study, out: Path, objectives: list[str] | None = None) -> Path:
     """Write summary.json, trials.md, report.md and PNG plots for ``study`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     n_obj = len(study.directions)
     objectives = list(
-        objectives or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
+        objectives
+        or study.metric_names  # set by the sweeper: sweep.objectives
+        or (["success_rate"] if n_obj == 1 else [f"objective_{i}" for i in range(n_obj)])
     )
     trials = study.get_trials(deepcopy=False)
     summary = _summary(study, trials, objectives)
@@ -293,22 +333,31 @@ def report_dir(url: str, study_name: str, fallback: Path) -> Path:
     ``outputs/studies/<name>.db``), otherwise ``<dir>/<file name>-<name>/``: studies of one name in two
     files of one folder keep two reports."""
     check_path_name("sweep.study_name", study_name)
-    journal = journal_path(url)
-    if journal is not None:
-        file = journal
-    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        file = Path(url[len("sqlite:///") :])
-    else:
+    file = storage_file(url)  # one folder for every spelling of the file (sqlite:///q.db?timeout=30)
+    if file is None:
         return fallback
     return file.parent / (study_name if file.name == f"{study_name}.db" else f"{file.name}-{study_name}")
+
+
+def study_info(path: Path) -> dict:
+    """A sweep directory's ``study.json`` (written by the sweeper): ValueError naming the file when it is
+    not JSON or lacks the storage or the study name."""
+    try:
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not a study file the sweeper wrote (not JSON: {e})") from None
+    missing = [k for k in ("storage", "study_name") if not isinstance(info, dict) or k not in info]
+    if missing:
+        raise ValueError(f"{path} is not a study file the sweeper wrote (no {', '.join(missing)})")
+    return info
 
 
 def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     p = Path(target)
     if p.is_dir() and (p / "study.json").is_file():
-        info = json.loads((p / "study.json").read_text())
+        info = study_info(p / "study.json")
         url, name = info["storage"], study_name or info["study_name"]
-        return url, name, report_dir(url, name, p / "report")
+        return url, name, p / "report"  # where the sweep wrote it
     if p.is_file() and p.suffix == ".db":
         url = f"sqlite:///{p.resolve()}"
     elif p.is_file() and p.suffix in (".log", ".journal"):
@@ -333,25 +382,52 @@ def _resolve(target: str, study_name: str | None) -> tuple[str, str, Path]:
     return url, study_name, report_dir(url, study_name, Path("outputs/studies") / study_name)
 
 
+OPTIONS = ("out", "project", "entity", "wandb")
+"""sweep_report's options, ``<name>=<value>`` like every navexp tool's (``--<name> <value>`` still works)."""
+
+
+EPILOG = """navexp options:
+  out=DIR                report directory (default: <sweep dir>/report for a sweep directory, next to
+                         the study file otherwise)
+  wandb=offline|online   also write the study as one W&B run (job_type study: the trials table, the
+                         best trial, the plots)
+  project=NAME           W&B project of that run (default navexp)
+  entity=NAME            W&B entity of that run"""
+
+
+def _dashed(argv: list[str]) -> list[str]:
+    """``out=DIR`` -> ``--out DIR`` for argparse; the old ``--out DIR`` form passes, with a note."""
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key in OPTIONS:
+            out += [f"--{key}", value]
+            continue
+        if arg.startswith("--") and arg[2:].split("=")[0] in OPTIONS:
+            name = arg[2:].split("=")[0]
+            print(f"[navexp] --{name} is now {name}=... (the old form keeps working)", file=sys.stderr)
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> Path:
     ap = argparse.ArgumentParser(
         prog="python -m navexp.sweep_report",
+        usage="python -m navexp.sweep_report TARGET [STUDY_NAME] [out=DIR] [wandb=offline|online] "
+        "[project=NAME] [entity=NAME]",
         description=__doc__,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("target", help="sweep directory, study .db or journal .log file, or storage URL")
     ap.add_argument("study_name", nargs="?", default=None)
-    ap.add_argument("--out", default=None, help="report directory (default: next to the study)")
-    ap.add_argument("--project", default="navexp", help="W&B project of the study run (with --wandb)")
-    ap.add_argument("--entity", default=None, help="W&B entity of the study run (with --wandb)")
+    for name in ("out", "project", "entity"):  # shown as name=value in the epilog
+        ap.add_argument(f"--{name}", help=argparse.SUPPRESS)
     ap.add_argument(
-        "--wandb",
-        nargs="?",
-        const="offline",
-        choices=("offline", "online"),
-        help="also write the study as one W&B run (job_type study: the trials table, the best, the plots)",
+        "--wandb", nargs="?", const="offline", choices=("offline", "online"), help=argparse.SUPPRESS
     )
-    args = ap.parse_args(argv)
+    ap.set_defaults(project="navexp")
+    args = ap.parse_args(_dashed(sys.argv[1:] if argv is None else list(argv)))
     url, name, default_out = _resolve(args.target, args.study_name)
     # Workers may still be writing: the report is a snapshot, RUNNING/WAITING trials included.
     study = optuna.load_study(study_name=name, storage=open_storage(url))
@@ -359,7 +435,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"study {name}: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"))
     info_objectives = None
     if Path(args.target, "study.json").is_file():
-        info_objectives = json.loads(Path(args.target, "study.json").read_text()).get("objectives")
+        info_objectives = study_info(Path(args.target, "study.json")).get("objectives")
     out = write_report(study, Path(args.out) if args.out else default_out, info_objectives)
     best = json.loads((out / "summary.json").read_text())
     if "best_value" in best and not math.isnan(best["best_value"]):

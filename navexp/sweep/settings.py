@@ -26,6 +26,7 @@ from typing import Any
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
+from navexp.config.aliases import translate_overrides
 from navexp.config.schemas import SweepCfg
 from navexp.sweep.parallel import sweep_devices
 from navexp.sweep.report import report_dir
@@ -64,9 +65,10 @@ class StudySettings:
     """sweep.study_name (hydra.sweeper.study_name); default ``<experiment_name>_<space>``."""
     storage: str
     """The storage URL: sweep.storage (hydra.sweeper.storage); default
-    ``sqlite:///outputs/studies/<study_name>.db``."""
+    ``sqlite:///<hydra.sweep.dir>/<study_name>.db`` when the command line gives ``hydra.sweep.dir``, else
+    ``sqlite:///outputs/studies/<study_name>.db`` (one file that re-runs of the same command continue)."""
     report_dir: Path
-    """Where the study's report goes (navexp/sweep/report.py: next to its sqlite or journal file)."""
+    """Where the sweep writes the study's report (and its W&B study run): ``<sweep dir>/report``."""
     n_trials: int
     """Finished trials the study should reach: sweep.n_trials (hydra.sweeper.n_trials); default 50 on a
     GPU, 10 on a CPU; capped at the number of points of a grid or brute-force space."""
@@ -133,8 +135,10 @@ def study_settings(
         for hkey, skey in SHARED_KEYS.items()
     }
     on_gpu = env_device.startswith("cuda")
-    name, storage, reports = _study_paths(
-        shared["study_name"], shared["storage"], str(config.experiment_name), str(sw.space)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    home = sweep_dir if "hydra.sweep.dir" in given else None  # the user chose where the sweep's files go
+    name, storage, _ = _study_paths(
+        shared["study_name"], shared["storage"], str(config.experiment_name), str(sw.space), home
     )
     objectives = tuple(str(o) for o in sw.objectives)
     sampler = dict(_plain(plugin.get("sampler")) or {})
@@ -143,7 +147,7 @@ def study_settings(
     return StudySettings(
         study_name=name,
         storage=storage,
-        report_dir=reports,
+        report_dir=sweep_dir / "report",
         n_trials=int(shared["n_trials"]) if shared["n_trials"] is not None else (50 if on_gpu else 10),
         n_jobs=int(shared["n_jobs"]),
         max_failure_rate=float(shared["max_failure_rate"]),
@@ -158,8 +162,12 @@ def study_settings(
         custom_search_space=str(extender) if extender else None,
         heartbeat_s=int(sw.heartbeat_interval_s),
         devices=tuple(sweep_devices(_plain(sw.devices), env_device, gpu_count)),
-        trial_overrides=tuple(str(o) for o in (sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)),
-        sweep_dir=Path(str(config.hydra.sweep.dir)),
+        trial_overrides=tuple(  # old ppo names (ppo.num_mini_batches=4) read as today's
+            translate_overrides(
+                [str(o) for o in (sw.trial_overrides_gpu if on_gpu else sw.trial_overrides_cpu)]
+            )
+        ),
+        sweep_dir=sweep_dir,
     )
 
 
@@ -206,10 +214,13 @@ def study_paths(cfg: DictConfig) -> tuple[str, str, Path]:
 
 
 def _study_paths(
-    study_name: str | None, storage: str | None, experiment_name: str, space: str
+    study_name: str | None, storage: str | None, experiment_name: str, space: str, home: Path | None = None
 ) -> tuple[str, str, Path]:
+    """(study name, storage URL, report folder of the storage file); the default storage is
+    ``<home>/<study_name>.db`` (``home``: a ``hydra.sweep.dir`` given on the command line), else
+    ``outputs/studies/<study_name>.db``."""
     name = str(study_name or f"{experiment_name}_{Path(space).stem}")
-    root = Path("outputs/studies").resolve()
+    root = (home or Path("outputs/studies")).resolve()
     url = str(storage or f"sqlite:///{root / (name + '.db')}")
     return name, url, report_dir(url, name, root / name)  # report_dir refuses a name with '/' or '..'
 

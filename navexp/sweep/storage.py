@@ -37,6 +37,20 @@ def journal_path(url: str) -> Path | None:
     return Path(rest[2:] if rest.startswith("//") else rest)
 
 
+def storage_file(url: str) -> Path | None:
+    """The file a sqlite or journal storage lives in, as one absolute path, or None (PostgreSQL, an
+    in-memory database). Every spelling of one file gives the same path (``sqlite:///q.db``,
+    ``sqlite:///q.db?timeout=30``, ``sqlite:///./q.db``, its absolute form), so the admission lock and the
+    report folder, named after it, are one for all of them."""
+    journal = journal_path(url)
+    if journal is not None:
+        return journal.resolve() if str(journal) else None
+    if not url.startswith("sqlite:///"):
+        return None
+    file = url[len("sqlite:///") :].split("?", 1)[0]
+    return None if file in ("", ":memory:") else Path(file).resolve()
+
+
 def sqlalchemy_url(url: str) -> str:
     """``postgresql://`` -> ``postgresql+psycopg://`` (psycopg 3); other URLs unchanged."""
     for plain in ("postgresql://", "postgres://"):
@@ -66,10 +80,18 @@ def open_storage(url: str) -> BaseStorage:
             raise ValueError(
                 f"sweep.storage={url!r}: a journal storage needs a file, e.g. journal:outputs/x.log"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return JournalStorage(JournalFileBackend(str(path)))
+        except OSError as e:  # a read-only folder, a path under a file
+            raise ValueError(f"sweep.storage={url!r}: cannot create {path}: {e.strerror or e}") from None
+    file = storage_file(url)
+    if file is not None:
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            why = e.strerror or e
+            raise ValueError(f"sweep.storage={url!r}: cannot create {file.parent}: {why}") from None
     elif not url.startswith(("sqlite", "postgres", "mysql")):
         raise ValueError(
             f"sweep.storage={url!r} is not a storage navexp opens; allowed: sqlite:///<file>.db, "

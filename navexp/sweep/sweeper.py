@@ -32,8 +32,10 @@ import logging
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -46,6 +48,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
+from navexp.config.aliases import translate_key
 from navexp.sim import resolve_device
 from navexp.sweep.parallel import (
     admission_lock,
@@ -54,6 +57,7 @@ from navexp.sweep.parallel import (
     claim_trial_dir,
     counts_as_finished,
     fail_stale_trials,
+    release_trial,
 )
 from navexp.sweep.report import log_study_run, write_report
 from navexp.sweep.samplers import build_sampler
@@ -80,6 +84,9 @@ NEUTRAL_PREFIXES = ("sweep.", "logger.", "hydra.", "hydra/")
 NEUTRAL_KEYS = ("logger", "experiment_name", "env.device")
 """Fixed overrides that leave what a trial measures unchanged: the study's own settings, logging and
 names, and the device (each worker of one study may use its own GPU)."""
+
+SPACE_KEY = "search space"
+"""The setup's entry of the search space: ``<sweep.space's name> [<searched keys>]``."""
 
 SETUP_ATTR = "navexp_setup"
 """The study's user attribute holding its setup: the fixed overrides (the neutral ones aside), the trial
@@ -126,7 +133,7 @@ def check_study_setup(
         study.set_user_attr(SETUP_ATTR, setup)
         return
     if recorded is not None:
-        theirs, mine = recorded, setup
+        theirs, mine = _recorded_setup(recorded, setup, ran, searched), setup
     else:
         older = [fixed_setup(t.user_attrs, config_keys) for t in ran if "run_dir" in t.user_attrs]
         distinct = [dict(d) for d in {tuple(sorted(d.items())) for d in older}]
@@ -158,8 +165,21 @@ def check_study_setup(
             f"ranked with this sweep's. To add to the study give its overrides; otherwise start another "
             f"study: sweep.study_name=<new name> (or another sweep.storage)"
         )
-    if recorded is None:
+    if recorded != setup:  # first recorded, or recorded before the search space was part of it
         study.set_user_attr(SETUP_ATTR, setup)
+
+
+def _recorded_setup(
+    recorded: dict[str, str], setup: dict[str, str], ran: list, searched: set[str]
+) -> dict[str, str]:
+    """A study's recorded setup in today's terms: its keys' old ``ppo`` names translated, and for a setup
+    recorded before the search space was part of it, the space its trials' parameters show (this sweep's
+    when they searched the same keys)."""
+    theirs = {translate_key(k, announce=False): v for k, v in recorded.items()}
+    if SPACE_KEY in setup and SPACE_KEY not in theirs:
+        keys = sorted({k for t in ran for k in t.params})
+        theirs[SPACE_KEY] = setup[SPACE_KEY] if keys == sorted(searched) else f"(not recorded) {keys}"
+    return theirs
 
 
 def trial_size(trial_overrides: list[str], user_keys: set[str]) -> dict[str, str]:
@@ -270,6 +290,8 @@ class StudySweeper(Sweeper):
     def _space(self, arguments: list[str]) -> _Space:
         s = self.settings
         expressions = {**load_space(s.space), **s.params}  # `<key>=<expression>` arrive in `arguments`
+        distributions(list(arguments), where="the command line")  # a key given twice there: refused
+        # The command line's entry of a key replaces the space's (a value there fixes a searched key).
         searched, fixed = distributions([f"{k}={v}" for k, v in expressions.items()] + list(arguments))
         if s.search_space:
             searched = {**distributions_from_config(s.search_space), **searched}
@@ -300,6 +322,10 @@ class StudySweeper(Sweeper):
         s = self.settings
         with admission_lock(s.storage, s.study_name, s.sweep_dir):
             check_setup()
+            if study.metric_names != list(s.objectives):  # their names in the plots and optuna-dashboard
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(list(s.objectives))
         self._write_study_info()
         log.info(
             f"Study {s.study_name} in {describe(s.storage)}: target {s.n_trials} finished trials, "
@@ -335,6 +361,16 @@ class StudySweeper(Sweeper):
             directions=list(s.directions),
             load_if_exists=True,
         )
+        old = sorted(
+            {k for t in study.get_trials(deepcopy=False) for k in t.params if translate_key(k, False) != k}
+        )
+        if old:  # optuna cannot rename a stored parameter; a sweep under today's names would not match them
+            renamed = ", ".join(f"{k} (now {translate_key(k, False)})" for k in old)
+            raise StudySetupError(
+                f"Error: study {s.study_name} holds trials whose parameters have the names from before the "
+                f"ppo rename: {renamed}; it cannot be continued under today's names: start another study: "
+                f"sweep.study_name=<new name>"
+            )
         theirs = [d.name.lower() for d in study.directions]
         if theirs != list(s.directions):
             raise StudySetupError(
@@ -348,7 +384,13 @@ class StudySweeper(Sweeper):
         config_keys = {str(k) for k in self.config if k != "hydra"}
         fixed = fixed_setup(space.fixed, config_keys)
         size = trial_size(list(self.settings.trial_overrides), space.user_keys)
-        setup = {**fixed, **size, "sweep.objectives": str(list(self.settings.objectives))}
+        space_name = Path(self.settings.space).stem
+        setup = {
+            **fixed,
+            **size,
+            "sweep.objectives": str(list(self.settings.objectives)),
+            SPACE_KEY: f"{space_name} {sorted(space.searched)}",
+        }
 
         def check_setup() -> None:  # before the first trial, and every batch
             fail_stale_trials(study, self.storage, 2 * self.settings.heartbeat_s)
@@ -404,15 +446,39 @@ class StudySweeper(Sweeper):
         """Run the started trials through the launcher (in parallel if it can), tell the results."""
         s = self.settings
         devices = assign_devices(len(batch), list(s.devices) if "env.device" not in space.user_keys else [])
-        overrides = [
-            [*o, *self._trial_extras(t, space.user_keys, claim_trial_dir(s.sweep_dir, t.number), dev)]
-            for (t, o), dev in zip(batch, devices, strict=True)
-        ]
-        with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
-            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        overrides = []
+        for (trial, o), dev in zip(batch, devices, strict=True):
+            subdir = claim_trial_dir(s.sweep_dir, trial.number)
+            trial.set_user_attr("trial_dir", str((s.sweep_dir / subdir).resolve()))  # for a killed worker
+            overrides.append([*o, *self._trial_extras(trial, space.user_keys, subdir, dev)])
+        try:
+            with _Heartbeat(self.storage, [trial_id(t) for t, _ in batch], s.heartbeat_s):
+                returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM inside a trial's training
+            self._interrupted(study, [t for t, _ in batch])
+            raise
         self.job_idx += len(returns)
         for (trial, _), ret in zip(batch, returns, strict=True):
             self._tell(study, trial, ret)
+
+    def _interrupted(self, study: optuna.Study, trials: list[optuna.trial.Trial]) -> None:
+        """A batch stopped by Ctrl-C or SIGTERM: its running trials are failed as stopped (not counted) and
+        their parameters queued again, so the same sweep command continues the study and reruns them."""
+        s, stopped = self.settings, []
+        since = time.strftime("%Y-%m-%d %H:%M:%S")
+        for trial in trials:
+            frozen = self.storage.get_trial(trial_id(trial))
+            reason = "worker stopped: interrupted (Ctrl-C or SIGTERM)"
+            if frozen.state == TrialState.RUNNING and release_trial(
+                study, self.storage, frozen, reason, since
+            ):
+                stopped.append(trial.number)
+        print(
+            f"[navexp] sweep interrupted: trial(s) {stopped} stopped, their parameters queued to run again; "
+            f"continue the study {s.study_name} with the same sweep command (sweep.study_name={s.study_name} "
+            f"sweep.storage={describe(s.storage)})",
+            flush=True,
+        )
 
     def _trial_extras(
         self, trial: optuna.trial.Trial, user_keys: set[str], subdir: str, device: str | None
@@ -446,7 +512,7 @@ class StudySweeper(Sweeper):
             value = ret.return_value  # re-raises the trial's exception
         except optuna.TrialPruned:
             self._safe_tell(study, trial, state=TrialState.PRUNED)
-            log.info(f"trial {trial.number} pruned")
+            self._progress(study, f"pruned (trial {trial.number})")
             return
         except Exception as e:
             self._fail(study, trial, f"{type(e).__name__}: {e}")
@@ -464,6 +530,22 @@ class StudySweeper(Sweeper):
             self._fail(study, trial, f"non-finite objective {values}")
         else:
             self._safe_tell(study, trial, values=values)
+            shown = ", ".join(f"{o} = {v:.4g}" for o, v in zip(self.settings.objectives, values, strict=True))
+            self._progress(study, f"done: {shown}")
+
+    def _progress(self, study: optuna.Study, outcome: str) -> None:
+        """The line a finished trial prints: ``trial k/N done: success_rate = 0.75 (best so far 0.8,
+        trial 1)``; k counts the study's finished trials (every worker's), N is ``n_trials``."""
+        trials = study.get_trials(deepcopy=False)  # the storage's: other workers' trials included
+        done = sum(counts_as_finished(t) for t in trials)
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        best = ""
+        if complete and len(self.settings.objectives) == 1:
+            top = study.best_trial
+            best = f" (best so far {top.value:.4g}, trial {top.number})"
+        elif complete:
+            best = f" (Pareto front so far: trials {', '.join(str(t.number) for t in study.best_trials)})"
+        print(f"trial {done}/{self.settings.n_trials} {outcome}{best}", flush=True)
 
     def _safe_tell(self, study: optuna.Study, trial: optuna.trial.Trial, **kwargs) -> None:
         state = self.storage.get_trial(trial_id(trial)).state  # the storage's, not this worker's cache
@@ -483,6 +565,7 @@ class StudySweeper(Sweeper):
         except RuntimeError:  # already finished by another worker; _safe_tell says so
             pass
         self._safe_tell(study, trial, state=TrialState.FAIL)
+        self._progress(study, f"failed (trial {trial.number}: {reason.splitlines()[0][:120]})")
 
     def _check_failure_rate(self, study: optuna.Study) -> None:
         done = [t for t in study.get_trials(deepcopy=False) if counts_as_finished(t)]

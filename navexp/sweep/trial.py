@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from navexp.config.validation import PRUNERS
 from navexp.experiment.hooks import RunHooks
-from navexp.sweep.storage import open_storage
+from navexp.sweep.storage import describe, open_storage
 
 
 def objective(cfg: DictConfig, metrics: dict) -> float | list[float]:
@@ -152,5 +152,18 @@ def trial_hooks(cfg: DictConfig) -> RunHooks:
         wandb_tags=[*tags, *(f"searched:{k}" for k in record["params"])],
         job_type="trial",
         ends_normally=lambda error: isinstance(error, optuna.TrialPruned),
+        continue_with=continue_study(cfg),
         summary=summary,
+    )
+
+
+def continue_study(cfg: DictConfig) -> str:
+    """How to continue a study whose trial was stopped (Ctrl-C, SIGTERM): re-run the sweep, which runs the
+    trial again from its start with the same parameters; ``resume=<trial dir>`` would train it outside
+    its study, which would never see its result."""
+    sw = cfg.sweep
+    return (
+        f"the same sweep command (study {sw.study_name} in {describe(str(sw.storage))}): trial "
+        f"{sw.trial_number} runs again from its start with its parameters (resume=<trial dir> would train "
+        f"it outside the study)"
     )

@@ -19,6 +19,7 @@ from tensordict import TensorDict
 from navexp.sim import make_sim
 from navexp.sim.layout import Layout, LayoutRows, nearest_obstacle, rotate_xy, rotation_matrices
 from navexp.sim.lidar import OFF as LIDAR_OFF
+from navexp.sim.motion import Motion
 from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
 from navexp.task.faults import SOURCES, FaultFlags
@@ -82,22 +83,7 @@ class NavEnv(VecEnv):
         if not self.needs_path:
             self.state.path_dist.fill_(float("nan"))
             self.state.prev_path_dist.fill_(float("nan"))
-        obst = self.env_cfg.obstacles
-        field_shape = (0, 0)
-        if self.needs_path:
-            field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
-        empty = Layout.empty(
-            n, obst.cylinder_slots, obst.box_slots, dev, self.layout_spec.wall_slots, field_shape
-        )
-        self._layout_rows = LayoutRows(empty)
-        self._layout_buf = self._layout_rows.pack(empty)
-        """[N, width] uint8: the layouts of the worlds, packed (a reset writes them in one op)."""
-        self.layout = self._layout_rows.unpack(self._layout_buf)
-        """[N] the layout each world plays (its map family, seed and shortest path included); every
-        field a view into the packed rows."""
-        if self.scenarios is not None:
-            self._scenario_rows = self._layout_rows.pack(self.scenarios)
-        self._pool_rows_checked: LayoutRows | None = None
+        self._init_layouts()
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -114,12 +100,51 @@ class NavEnv(VecEnv):
         self._steps_since_top_up = 0
         self._obs = self.obs_manager.zeros()
         self.terminations = Terminations(
-            self.max_episode_length, self.goal_radius_m, self.half_x, self.half_y, dev
+            self.max_episode_length,
+            self.goal_radius_m,
+            self.half_x,
+            self.half_y,
+            dev,
+            moving=self.motion is not None,
         )
         self._events = torch.zeros(n, 4, dtype=torch.bool, device=dev)
         """[N, 4] this step's episode ends in ``terminations.PRIORITY`` order (the state's flags view it)."""
         self._all_ok = torch.ones(n, dtype=torch.bool, device=dev)
         self._no_overflow = torch.zeros(n, dtype=torch.int32, device=dev)
+
+    def _init_layouts(self) -> None:
+        """The layouts the worlds play, packed one row of bytes per world, and the moving obstacles'
+        motion (all empty until the first reset)."""
+        n, dev = self.num_envs, self.device
+        obst = self.env_cfg.obstacles
+        field_shape = (0, 0)
+        if self.needs_path:
+            field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
+        moving = self.layout_spec.moving
+        moving_slots = (moving.cylinder_slots, moving.box_slots) if moving is not None else (0, 0)
+        empty = Layout.empty(
+            n,
+            obst.cylinder_slots,
+            obst.box_slots,
+            dev,
+            self.layout_spec.wall_slots,
+            field_shape,
+            moving_slots,
+        )
+        self._layout_rows = LayoutRows(empty)
+        self._layout_buf = self._layout_rows.pack(empty)
+        """[N, width] uint8: the layouts of the worlds, packed (a reset writes them in one op)."""
+        self.layout = self._layout_rows.unpack(self._layout_buf)
+        """[N] the layout each world plays (its map family, seed and shortest path included); every
+        field a view into the packed rows."""
+        if self.scenarios is not None:
+            self._scenario_rows = self._layout_rows.pack(self.scenarios)
+        self._pool_rows_checked: LayoutRows | None = None
+        self.motion = None
+        """The moving obstacles' motion (``env.dynamic``); None without moving slots."""
+        if moving is not None:
+            modes = moving.modes | self._scenario_modes()
+            self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
 
     def _bind_state(self) -> None:
         """Point the state fields that are the simulator's or the layout's values at those buffers, and
@@ -130,8 +155,12 @@ class NavEnv(VecEnv):
         s.vel_world, s.omega = sim.qvel[:, :2], sim.qvel[:, 2]
         s.goal_xy = self.layout.goal_xy
         s.scan_clean = sim.ranges
-        if self.lidar_realism.spec == LIDAR_OFF:
-            s.scan = s.scan_clean  # no realism option on: the robot's scan is the clean one
+        if self.lidar_realism.spec == LIDAR_OFF and not s.scan_history.shape[1]:
+            # No realism option on: the robot's scan is the clean one. With a scan history ``scan``
+            # keeps a buffer of its own: it holds the last step's scan until the new one is read.
+            s.scan = s.scan_clean
+        if self.needs_path:
+            s.goal_field = self.layout.goal_field  # a view: the resets write the layout in place
         self._body = torch.zeros(n, 2, 2, device=self.device)
         """[N, 2, 2] body-frame velocity and goal offset (rows), written by each pose read."""
         s.vel_body = self._body[:, 0]
@@ -177,6 +206,8 @@ class NavEnv(VecEnv):
         active = ~self.held
         action_ok = self._process_actions(actions, active)  # may refuse: nothing changed yet
         self._write_ctrl(s.action)
+        if self.motion is not None:
+            self.sim.move_obstacles(*self.motion.advance(active, self.layout))
         self.sim.step()
         s.prev_goal_dist.copy_(s.goal_dist)
         if self.needs_path:
@@ -243,6 +274,12 @@ class NavEnv(VecEnv):
             self.layout_pool.refill()
 
     # -- internals --------------------------------------------------------------------------
+    def _scenario_modes(self) -> frozenset[int]:
+        """The motion codes a scenario file's moving entries use (none without a file)."""
+        if self.scenarios is None:
+            return frozenset()
+        return frozenset(int(c) for c in self.scenarios.mov_mode.unique().tolist() if c > 0)
+
     @property
     def _path_cell_m(self) -> float:
         """Cell of the occupancy grid the path check and the goal distance fields use."""
@@ -285,6 +322,8 @@ class NavEnv(VecEnv):
                 self._pool_rows_checked = self.layout_pool.rows
         torch.where(mask.unsqueeze(-1), rows, self._layout_buf, out=self._layout_buf)
         self.sim.write_layouts(mask, self.layout)  # the masked worlds' rows are the new layouts now
+        if self.motion is not None:
+            self.motion.reset(mask, self.layout)
         s, m1 = self.state, mask.unsqueeze(-1)
         self.episode_length_buf.masked_fill_(mask, 0)
         self.episode_count += mask
@@ -308,6 +347,8 @@ class NavEnv(VecEnv):
         goal_body = self._body[:, 1]
         torch.atan2(goal_body[:, 1], goal_body[:, 0], out=s.goal_bearing)  # in [-pi, pi]
         torch.ne(sim.contact, 0, out=s.contact)
+        if self.motion is not None:
+            torch.ne(sim.moving_contact, 0, out=s.moving_contact)
         if self.needs_clearance:
             dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
             direction = closest.squeeze(1) - s.pos_xy
@@ -333,15 +374,24 @@ class NavEnv(VecEnv):
             torch.where(mask & ~self._path_read, start, s.path_dist, out=s.path_dist)
             torch.where(mask, s.path_dist, s.prev_path_dist, out=s.prev_path_dist)
         s.contact.masked_fill_(mask, False)
+        if self.motion is not None:
+            s.moving_contact.masked_fill_(mask, False)
 
     def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
         """The clean scan of every world and the policy's realistic one (random draws once per call);
         ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
         s = self.state  # scan_clean is the simulator's range buffer (_bind_state)
+        history = s.scan_history.shape[1] > 0
+        if history and advance:  # one step on: the scan before this one is the most recent earlier
+            # scan (``s.scan`` still holds it: its own buffer where there is a history, _bind_state)
+            s.scan_history.copy_(torch.cat((s.scan.unsqueeze(1), s.scan_history[:, :-1]), dim=1))
         torch.amin(s.scan_clean, dim=1, out=s.min_scan)
         scan = self.lidar_realism(s.scan_clean, restart, advance)
         if scan is not s.scan:
             s.scan.copy_(scan)
+        if history and restart is not None:  # a new episode has no past: its first scan fills it
+            fill = s.scan.unsqueeze(1).expand_as(s.scan_history)
+            torch.where(restart[:, None, None], fill, s.scan_history, out=s.scan_history)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""

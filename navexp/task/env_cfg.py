@@ -10,6 +10,7 @@ from typing import Any
 
 from navexp.sim.lidar import RealismSpec
 from navexp.task.maps.families import MapsCfg
+from navexp.task.maps.moving import DynamicCfg
 from navexp.task.maps.scenario_jitter import DEFAULT_GOAL_RADIUS_M
 
 
@@ -106,7 +107,8 @@ class SimCfg:
     nconmax_per_world: int = 8
     """warp: contact buffer per world (only robot-vs-obstacle pairs collide)."""
     njmax_per_world: int = 32
-    """warp: constraint rows per world."""
+    """Unused: the warp step has no constraints (navexp.sim.warp_backend.contact_free); kept so older
+    configs load, and for a backend of your own with fixed constraint buffers."""
     cuda_graph: bool = True
     """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
     nthread: int | None = None
@@ -116,6 +118,9 @@ class SimCfg:
 
 @dataclass
 class EnvCfg:
+    name: str = "room"
+    """The env variant (``env=<name>``, set by each ``configs/env/<name>.yaml``): the label of the run's
+    own env in its evaluation (the default suite's first entry, ``run_env``)."""
     num_envs: int = 64
     """Parallel worlds (mujoco_warp nworld)."""
     device: str = "auto"
@@ -137,6 +142,8 @@ class EnvCfg:
     auto_reset: bool = True
     """Reset finished worlds inside step (training). False: hold them until reset() (evaluation)."""
     maps: MapsCfg = field(default_factory=MapsCfg)
+    dynamic: DynamicCfg = field(default_factory=DynamicCfg)
+    """Moving obstacles (``navexp.task.maps.moving``): none unless slots are given (``env=dynamic``)."""
     scenarios: str | None = None
     """Fixed-layout YAML (path, or a name in configs/scenarios/), or a ROS map_server map YAML (an
     occupancy grid, merged into wall slots); worlds cycle through its entries."""

@@ -55,7 +55,7 @@ class EnvParts:
     needs_clearance: bool
     """An active term reads the analytic nearest-surface query (``clearance``, ``nearest_dir_body``)."""
     needs_path: bool
-    """An active term reads ``path_dist``: every layout keeps its goal distance field."""
+    """An active term reads ``path_dist`` or ``goal_field``: every layout keeps its goal distance field."""
     layout_spec: LayoutSpec
     map_spec: MapSpec
     scenarios: Layout | None
@@ -94,11 +94,12 @@ def build_env_parts(cfg: Any) -> EnvParts:
     dims = env_dims(env_cfg, robot.num_actions)
     # Terms are resolved before anything else: a config error costs no layout draw and no kernel compile.
     obs_manager = ObservationManager(cfg.obs, dims, n, device)
+    dims.scan_history_steps = obs_manager.scan_history_steps
     reward_manager = RewardManager(cfg.reward, env_cfg.position_window, n, device)
     # The analytic nearest-surface query and the path distance run only while an active term
     # reads their result; the path distance needs every layout's goal distance field.
     reads = obs_manager.reads | reward_manager.reads
-    needs_path = "path_dist" in reads
+    needs_path = bool(reads & {"path_dist", "goal_field"})
     layout_spec = LayoutSpec.from_env_cfg(env_cfg)
     map_spec = dataclasses.replace(MapSpec.from_env_cfg(env_cfg), keep_fields=needs_path)
     scenarios, scenario_entries = scenario_layouts(env_cfg, layout_spec, map_spec, device)

@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-REASONS = ("none", "success", "collision", "out_of_bounds", "time_out")
-"""Episode-end reason codes: ``state.reason`` holds an index into this tuple."""
-SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT = 1, 2, 3, 4
+REASONS = ("none", "success", "collision", "out_of_bounds", "time_out", "moving_collision")
+"""Episode-end reason codes: ``state.reason`` holds an index into this tuple. ``collision`` is a
+contact with a wall or a static obstacle, ``moving_collision`` one with a moving obstacle."""
+SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT, MOVING_COLLISION = 1, 2, 3, 4, 5
 
-ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist")
+ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist", "goal_field")
 """NavState fields computed only while an active term declares it reads them (``reads=`` when the
 term is registered); otherwise they hold NaN, so an undeclared read fails the env's finite check."""
 
@@ -38,6 +39,8 @@ class EnvDims:
     """Radius of the robot's collision cylinder (m); scan ranges are measured from its centre."""
     lidar_fov_deg: float = 360.0
     """Field of view of the scan (``navexp.sim.lidar.beam_angles`` gives each beam's angle)."""
+    scan_history_steps: int = 0
+    """Earlier scans the env keeps (``NavState.scan_history``): set from the active terms' needs."""
 
 
 @dataclass
@@ -79,8 +82,13 @@ class NavState:
     [0, max_range]; the ``lidar`` observation term reads it."""
     min_scan: torch.Tensor
     """[N] smallest clean range (m), measured from the robot centre."""
+    scan_history: torch.Tensor
+    """[N, H, B] the policy's earlier scans (``scan``), H control steps back, most recent first; an
+    episode's first steps repeat its first scan. H = what the ``lidar_history`` term reads (0 when off)."""
     contact: torch.Tensor
     """[N] bool: the engine reported a robot contact during the last control step."""
+    moving_contact: torch.Tensor
+    """[N] bool: one of those contacts was with a moving obstacle."""
     clearance: torch.Tensor
     """[N] true distance from the robot centre to the nearest obstacle or wall surface (m); on demand
     (``ON_DEMAND_FIELDS``)."""
@@ -105,13 +113,18 @@ class NavState:
     success: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] bool: the episode ended in success this step."""
     collision: torch.Tensor = field(default=None)  # type: ignore[assignment]
-    """[N] bool: the episode ended in a collision this step (takes priority over success)."""
+    """[N] bool: the episode ended in a collision this step, with a static or a moving obstacle (takes
+    priority over success; ``reason`` tells the two apart)."""
     out_of_bounds: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] bool: the robot centre left the room this step."""
     time_out: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] bool: the episode was truncated by the time limit this step (never with a termination)."""
     reason: torch.Tensor = field(default=None)  # type: ignore[assignment]
     """[N] long: index into REASONS of the last episode end (0 while running)."""
+    goal_field: torch.Tensor = field(default=None)  # type: ignore[assignment]
+    """[N, NY, NX] float16 each world's goal distance field (``Layout.goal_field``: metres along the
+    shortest free path from each cell centre of the occupancy grid over the room, inf where blocked);
+    on demand (a term that plans on it, ``route_subgoal``), else [N, 0, 0]."""
     dims: EnvDims = field(default=None)  # type: ignore[assignment]
 
     @staticmethod
@@ -134,7 +147,9 @@ class NavState:
             scan_clean=full,
             scan=full.clone(),
             min_scan=torch.full((n,), dims.max_range_m, **z),
+            scan_history=torch.full((n, dims.scan_history_steps, b), dims.max_range_m, **z),
             contact=f.clone(),
+            moving_contact=f.clone(),
             clearance=torch.full((n,), dims.max_range_m, **z),
             nearest_dir_body=torch.zeros(n, 2, **z),
             path_dist=torch.zeros(n, **z),
@@ -148,5 +163,6 @@ class NavState:
             out_of_bounds=f.clone(),
             time_out=f.clone(),
             reason=torch.zeros(n, dtype=torch.long, **z),
+            goal_field=torch.zeros(n, 0, 0, dtype=torch.float16, **z),
             dims=dims,
         )

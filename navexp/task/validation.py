@@ -21,6 +21,7 @@ from navexp.task.env_cfg import RobotCfg
 from navexp.task.maps.families import FAMILIES, REGISTRY, MapSpec, wall_slots_needed
 from navexp.task.maps.families.cluttered import check_slots as check_cluttered_slots
 from navexp.task.maps.grid_path import grid_shape
+from navexp.task.maps.moving import check_dynamic_cfg
 from navexp.task.maps.random_source import SPLITS
 from navexp.task.maps.scenario_files import resolve_scenario_path
 from navexp.task.robots import ROBOTS, robot_name
@@ -50,6 +51,8 @@ def validate_env_cfg(cfg: Any) -> None:
     _check_lidar(cfg.lidar, cfg.robot)
     _check_sim(cfg.sim)
     _check_episode(cfg)
+    if "dynamic" in cfg:  # absent in a checkpoint's config of before moving obstacles
+        check_dynamic_cfg(cfg.dynamic)
     if "maps" in cfg:  # absent in a checkpoint's config of before map families (then: random only)
         _validate_maps(cfg)
     if cfg.get("scenarios"):
@@ -268,14 +271,16 @@ def _check_path_cell(cfg: Any, spec: MapSpec) -> None:
 
 def _thinnest_obstacle_m(cfg: Any, spec: MapSpec) -> float:
     """The thinnest obstacle the env config draws: the room's walls, the random family's cylinders and
-    boxes, the structured families' walls (at their thinnest scale), the grid family's cells and the
-    cluttered family's cylinders. A scenario file's obstacles are not known here: a wall thinner than
-    these needs a finer ``path_cell_m`` (docs/configuration.md)."""
+    boxes, the structured families' walls (at their thinnest scale), the grid family's cells, the
+    cluttered family's cylinders and the rooms family's furniture. A scenario file's obstacles are not
+    known here: a wall thinner than these needs a finer ``path_cell_m`` (docs/configuration.md)."""
     maps, obst = cfg.maps, cfg.obstacles
     sizes = [cfg.room.wall_thickness_m, 2 * obst.cylinder_radius_m[0], 2 * obst.box_half_size_m[0]]
     active = {name for name, _ in spec.active_families}
-    if active & {"corridor", "staggered", "cul_de_sac"}:
+    if active & {"corridor", "staggered", "cul_de_sac", "rooms"}:
         sizes.append(2 * maps.wall_half_thickness_m * maps.wall_thickness_scale[0])
+    if "rooms" in active:  # its furniture
+        sizes += [2 * spec.cfg.rooms.furniture_half_m[0], 2 * spec.cfg.rooms.furniture_radius_m[0]]
     if "grid" in active:
         sizes.append(spec.cfg.grid.cell_m)
     if "cluttered" in active:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from navexp.sim.layout import Layout, obstacle_distance
+from navexp.task.maps.moving import MovingSpec
 
 if TYPE_CHECKING:
     from navexp.task.maps.random_source import HashSource, StreamSource
@@ -43,6 +44,8 @@ class LayoutSpec:
     """Start and goal candidates drawn per layout and round."""
     rounds: int = 4
     """Obstacle draws per layout; a layout with no valid start or goal after the last is skipped."""
+    moving: MovingSpec | None = None
+    """Moving obstacles drawn after the static layout (``env.dynamic``); None: none."""
 
     @classmethod
     def from_env_cfg(cls, env_cfg) -> LayoutSpec:
@@ -61,6 +64,7 @@ class LayoutSpec:
             robot_radius_m=env_cfg.robot.radius_m,
             spawn_clearance_m=env_cfg.spawn_clearance_m,
             min_start_goal_dist_m=env_cfg.min_start_goal_dist_m,
+            moving=MovingSpec.from_cfg(getattr(env_cfg, "dynamic", None)),  # absent in older configs
         )
 
 

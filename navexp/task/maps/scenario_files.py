@@ -18,6 +18,7 @@ from navexp.sim.layout import Layout
 from navexp.sim.scenarios import load_scenarios, scenario_entries
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.grid_path import shortest_paths
+from navexp.task.maps.moving import with_moving_slots
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.ros_map import (
     is_ros_map,
@@ -54,7 +55,7 @@ def load_scenario_file(
     file = Path(file)
     data = yaml.safe_load(file.read_text())
     if is_ros_map(data):
-        return load_ros_map(file, data, spec, maps, goal_radius_m)
+        return with_moving_slots(load_ros_map(file, data, spec, maps, goal_radius_m), spec.moving)
     entries = scenario_entries(file, data)
     lay = load_scenarios(
         file,
@@ -65,6 +66,7 @@ def load_scenario_file(
         spec.robot_radius_m,
         spec.wall_slots,
         data,
+        (spec.moving.cylinder_slots, spec.moving.box_slots) if spec.moving is not None else (0, 0),
     )
     lay.shortest_path_m = shortest_paths(
         lay, spec.half_x, spec.half_y, spec.robot_radius_m, maps.cfg.path_cell_m

@@ -35,6 +35,7 @@ import torch
 
 from navexp.sim.layout import Layout, obstacle_distance
 from navexp.task.maps.grid_path import shortest_paths
+from navexp.task.maps.moving import clear_of_moving, jitter_phases
 from navexp.task.maps.random_family import LayoutSpec
 
 DEFAULT_GOAL_RADIUS_M = 0.3
@@ -136,10 +137,11 @@ def draw_cases(
         cand = base.index(torch.zeros(b, dtype=torch.long))
         cand.robot_xy, cand.goal_xy = u[:, 0:2].contiguous(), u[:, 3:5].contiguous()
         cand.robot_yaw = torch.atan2(torch.sin(u[:, 2]), torch.cos(u[:, 2]))  # wrapped to [-pi, pi]
+        jitter_phases(cand, gen)  # moving obstacles: a phase per case (no draw without them)
         dist = obstacle_distance(
             torch.stack((cand.robot_xy, cand.goal_xy), 1), cand, spec.half_x, spec.half_y
         )
-        clear = dist >= need  # [B, 2]: start, goal
+        clear = (dist >= need) & clear_of_moving(cand, need).unsqueeze(1)  # [B, 2]: start, goal
         starts_ok += int(clear[:, 0].sum())
         goals_ok += int(clear[:, 1].sum())
         cand = cand.index(clear.all(dim=1))

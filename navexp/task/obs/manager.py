@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from navexp.task.obs.numpy_terms import history_steps
 from navexp.task.obs.terms import GROUP_OF, OBS_TERMS
 from navexp.task.registry import check_term_keys
 from navexp.task.state import EnvDims, NavState
@@ -67,6 +68,14 @@ class ObservationManager:
             g: torch.zeros(num_envs, self.history_length, w, device=device)
             for g, w in self.frame_widths.items()
         }
+
+    @property
+    def scan_history_steps(self) -> int:
+        """Control steps of earlier scans the active ``lidar_history`` terms read (0: none)."""
+        return max(
+            (history_steps(t.params) for ts in self.groups.values() for t in ts if t.name == "lidar_history"),
+            default=0,
+        )
 
     @property
     def reads(self) -> set[str]:

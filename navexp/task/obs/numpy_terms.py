@@ -21,6 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from navexp.task.obs.odom import OdomHistory, history_body
+from navexp.task.obs.route import RoutePlanner
+
 NumpyTwin = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], np.ndarray]
 
 NUMPY_TWINS: dict[str, NumpyTwin] = {}
@@ -96,6 +99,32 @@ def lidar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) 
     return encode_scan(ranges, params.get("encoding", "linear"), params.get("log_min_m", 0.1), max_range)
 
 
+def check_history(frames: object, stride: object) -> None:
+    """ValueError naming the ``lidar_history`` term's param unless frames and stride are integers >= 1."""
+    for key, v in (("frames", frames), ("stride", stride)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(
+                f"obs.terms.lidar_history.params.{key}={v!r} is invalid; allowed: an integer >= 1"
+            )
+
+
+def history_steps(params: dict[str, Any]) -> int:
+    """Control steps of scans the ``lidar_history`` term with ``params`` looks back (frames x stride)."""
+    return int(params.get("frames", 3)) * int(params.get("stride", 1))
+
+
+@numpy_twin("lidar_history")
+def lidar_history(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """the frames earlier scans stride, 2 stride, ... steps ago (most recent first), each as lidar.
+
+    ``inputs["scan_history_m"]``: the earlier raw scans, most recent first, kept by ``NumpyPolicy``
+    (an episode's first steps repeat its first scan)."""
+    past = inputs["scan_history_m"]
+    stride, frames = int(params.get("stride", 1)), int(params.get("frames", 3))
+    scans = [past[k * stride - 1] for k in range(1, frames + 1)]
+    return np.concatenate([lidar({**inputs, "scan_m": scan}, params, meta) for scan in scans])
+
+
 @numpy_twin("goal_polar")
 def goal_polar(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
     """[|g| / dist_scale_m, sin b, cos b]; g: goal (body frame), b = atan2(gy, gx)."""
@@ -122,3 +151,75 @@ def omega(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) 
 def action_prev(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
     """last clipped action (width and order: the action block)."""
     return np.asarray(inputs["prev_action"], dtype=np.float64)
+
+
+def check_route_params(lookahead_m: float, dist_scale_m: float) -> None:
+    """ValueError naming the ``route_subgoal`` param that is not allowed."""
+    key = "obs.terms.route_subgoal.params"
+    if not (isinstance(lookahead_m, int | float) and math.isfinite(lookahead_m) and 0 < lookahead_m <= 20):
+        raise ValueError(f"{key}.lookahead_m={lookahead_m!r} is invalid; allowed: a distance in (0, 20] (m)")
+    if not (isinstance(dist_scale_m, int | float) and math.isfinite(dist_scale_m) and dist_scale_m > 0):
+        raise ValueError(f"{key}.dist_scale_m={dist_scale_m!r} is invalid; allowed: a distance > 0 (m)")
+
+
+def subgoal_polar(sub_xy, pos_xy, yaw, dist_scale_m: float):
+    """[|s| / dist_scale_m, sin b, cos b] of subgoals ``sub_xy`` [..., 2] seen from poses ``pos_xy``
+    [..., 2], ``yaw`` [...] (s in the body frame, b = atan2(s_y, s_x); numpy)."""
+    rel = np.asarray(sub_xy, dtype=np.float64) - np.asarray(pos_xy, dtype=np.float64)
+    b = np.arctan2(rel[..., 1], rel[..., 0]) - yaw
+    return np.stack((np.hypot(rel[..., 0], rel[..., 1]) / dist_scale_m, np.sin(b), np.cos(b)), -1)
+
+
+@numpy_twin("route_subgoal")
+def route_subgoal(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """route's next subgoal s: [|s| / dist_scale_m, sin b, cos b]; inputs route=RoutePlanner, pose_map.
+
+    s in the body frame, b = atan2(s_y, s_x); extra inputs: ``route`` a RoutePlanner on the robot's map
+    with its goal set, ``pose_map`` (x, y, yaw) of the robot in the map's frame."""
+    route, pose = inputs.get("route"), inputs.get("pose_map")
+    if not isinstance(route, RoutePlanner) or pose is None or len(pose) != 3:
+        raise ValueError(
+            "observation term 'route_subgoal' needs route=<navexp.task.obs.route.RoutePlanner with "
+            f"set_goal() called> and pose_map=(x, y, yaw) (map frame); got route={type(route).__name__}, "
+            f"pose_map={pose!r}"
+        )
+    x, y, yaw = (float(v) for v in pose)
+    sub = route.subgoal((x, y), float(params["lookahead_m"]))
+    return subgoal_polar(sub, (x, y), yaw, float(params["dist_scale_m"]))
+
+
+def check_odom_params(points: int, window: int, dist_scale_m: float, env_window: int) -> None:
+    """ValueError naming the ``odom_history`` param that is not allowed (``env_window``: the env's
+    ``position_window``, the control steps of positions it keeps)."""
+    key = "obs.terms.odom_history.params"
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= env_window:
+        raise ValueError(
+            f"{key}.window={window!r} is invalid; allowed: an integer in [1, env.position_window="
+            f"{env_window}] (raise env.position_window for a longer memory)"
+        )
+    if isinstance(points, bool) or not isinstance(points, int) or not 1 <= points <= window:
+        raise ValueError(f"{key}.points={points!r} is invalid; allowed: an integer in [1, window={window}]")
+    if not (isinstance(dist_scale_m, int | float) and math.isfinite(dist_scale_m) and dist_scale_m > 0):
+        raise ValueError(f"{key}.dist_scale_m={dist_scale_m!r} is invalid; allowed: a distance > 0 (m)")
+
+
+@numpy_twin("odom_history")
+def odom_history(inputs: dict[str, Any], params: dict[str, Any], meta: dict[str, Any]) -> np.ndarray:
+    """past positions (odometry) in the body frame / dist_scale_m; inputs odom=OdomHistory, pose_odom.
+
+    [x_1, y_1, ..., x_P, y_P]: the positions round(j W / P) control steps ago (j = 1 .. P, W the
+    param ``window``), relative to the robot, body frame; ``odom`` an OdomHistory pushed every control step,
+    ``pose_odom`` (x, y, yaw) now in the same odometry frame."""
+    memory, pose = inputs.get("odom"), inputs.get("pose_odom")
+    if not isinstance(memory, OdomHistory) or not memory.xy or pose is None or len(pose) != 3:
+        raise ValueError(
+            "observation term 'odom_history' needs odom=<navexp.task.obs.odom.OdomHistory, reset() at the "
+            f"episode start> and pose_odom=(x, y, yaw); got odom={type(memory).__name__}, pose_odom={pose!r}"
+        )
+    if memory.window != int(params["window"]):
+        raise ValueError(
+            f"odom=OdomHistory(window={memory.window}): the policy was trained with window={params['window']}"
+        )
+    past = memory.past(int(params["points"]))[None]
+    pos, yaw = np.array([pose[:2]], dtype=np.float64), np.array([float(pose[2])])
+    return history_body(np, past, pos, yaw, float(params["dist_scale_m"]))[0]

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from navexp.sim.layout import Layout
 from navexp.task.maps.grid_path import grid_shape, paths_and_fields
+from navexp.task.maps.moving import add_moving
 from navexp.task.maps.random_family import LayoutSpec
 
 Generator = Callable[["MapSpec", LayoutSpec, int, Any], "tuple[Layout, torch.Tensor]"]
@@ -180,6 +181,7 @@ def generate(maps: MapSpec, spec: LayoutSpec, family: str, k: int, src) -> tuple
     ``maps.check_path``, their shortest path (layouts without a free path are invalid). Waits for the
     device only in the path check."""
     lay, ok = REGISTRY[family].generate(maps, spec, k, src)
+    add_moving(spec.moving, lay, src, (spec.half_x, spec.half_y, spec.robot_radius_m))
     lay.family = torch.full((k,), family_index(family), dtype=torch.long, device=src.device)
     if maps.check_path or maps.keep_fields:
         chunk = 8192 if lay.robot_xy.device.type == "cuda" else 256

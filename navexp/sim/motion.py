@@ -1,0 +1,186 @@
+"""Kinematic motion of moving obstacles, one module for every backend (torch ops on the env's device).
+
+A moving obstacle is a mocap body: its pose is written, never integrated, so the robot cannot push it
+(a contact with one ends the episode: navexp.task.rewards.terminations). Each control step the env
+calls ``Motion.advance``, which returns the obstacles' positions before and after the step; the
+backend moves the mocap bodies linearly between the two over its physics substeps
+(``Simulator.move_obstacles``). The same tensors drive both backends, so warp and mujoco see the same
+motion; nothing here reads a device value on the host.
+
+Motion models (``Layout.mov_mode``, codes in ``MODES``):
+
+- ``loop`` / ``back_and_forth``: along the waypoints ``mov_path[:, :, :npts]`` at ``mov_speed``; the
+  position is a closed-form function of the time since ``mov_delay`` (no drift, exact per seed):
+  ``s = phase + speed * max(t - delay, 0)`` metres along the closed polyline (loop) or along it and back
+  (back and forth: a triangle wave of period ``2 L``).
+- ``bounce``: constant velocity ``mov_vel``, reflected off static obstacles (the velocity's component
+  along the outward normal of the nearest surface is reversed when the obstacle's bounding circle
+  touches it while moving into it) and mirrored at the room's walls (exact: never beyond them).
+  Moving obstacles pass through each other.
+- ``crossing``: an agent walking from ``mov_path[0]`` to its own goal ``mov_path[1]`` and back, with
+  a social-force-like steering (Helbing and Molnar 1995): the desired velocity towards the goal plus a
+  push off static surfaces closer than ``REPULSION_RANGE_M``, capped at its speed; where the push
+  cancels the walk it turns back instead of standing still. It ignores
+  the robot (CrowdNav's "invisible robot" setting, Chen et al. 2019): avoiding is the policy's job,
+  and an agent that yields would let a policy learn to wait for a courtesy real people do not owe it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from navexp.sim.layout import MAX_WAYPOINTS, Layout, nearest_obstacle
+
+__all__ = ["MAX_WAYPOINTS", "MODES", "Motion", "polyline_point", "start_position"]
+
+MODES = ("none", "loop", "back_and_forth", "bounce", "crossing")
+"""``Layout.mov_mode`` codes: an index into this tuple (0: the slot is unused)."""
+NONE, LOOP, BACK_AND_FORTH, BOUNCE, CROSSING = range(len(MODES))
+REPULSION_RANGE_M = 0.5
+"""A crossing agent is pushed away from static surfaces closer than this to its edge."""
+ARRIVAL_M = 0.25
+"""A crossing agent turns back towards its other end when its centre is this close to its goal."""
+STALL_FRACTION = 0.25
+"""A crossing agent whose steered speed falls below this fraction of its own (the push off a surface
+cancels its walk: a local minimum of the social force) turns back too."""
+
+
+def polyline_point(
+    path: torch.Tensor, npts: torch.Tensor, s: torch.Tensor, closed: torch.Tensor
+) -> torch.Tensor:
+    """The point ``s`` metres along a polyline: [..., 2] from path [..., P, 2], npts [...] (used
+    points, >= 1), s [...] (m, >= 0) and closed [...] bool (loop: the last point joins the first and
+    ``s`` wraps at the length L; open: back and forth, ``s`` folds into a triangle wave of period 2 L).
+
+    Worked case: one 4 m segment, open, s = 8 (1 m/s for 8 s) -> 8 mod 8 = 0 -> the start; s = 4 ->
+    the far end; s = 5 -> 3 m from the start on the way back."""
+    p = path.shape[-2]
+    j = torch.arange(p, device=path.device)
+    nseg = torch.where(closed, npts, npts - 1).unsqueeze(-1)  # segments in use
+    nxt = torch.where(j + 1 < npts.unsqueeze(-1), j + 1, 0)  # a loop's last point joins the first
+    ends = path.gather(-2, nxt.unsqueeze(-1).expand(*nxt.shape, 2))
+    seg = torch.where(j < nseg, (ends - path).norm(dim=-1), 0.0)  # [..., P]
+    total = seg.sum(-1).clamp_min(1e-9)
+    u = torch.where(closed, s.remainder(total), total - (s.remainder(2 * total) - total).abs())
+    cum_end = seg.cumsum(-1)
+    k = ((cum_end <= u.unsqueeze(-1)) & (j < nseg)).sum(-1).clamp_max((nseg.squeeze(-1) - 1).clamp_min(0))
+    k1 = k.unsqueeze(-1)
+    start = (cum_end - seg).gather(-1, k1).squeeze(-1)
+    length = seg.gather(-1, k1).squeeze(-1)
+    frac = ((u - start) / length.clamp_min(1e-9)).clamp(0.0, 1.0).unsqueeze(-1)
+    a = path.gather(-2, k1.unsqueeze(-1).expand(*k.shape, 1, 2)).squeeze(-2)
+    b = ends.gather(-2, k1.unsqueeze(-1).expand(*k.shape, 1, 2)).squeeze(-2)
+    return a + frac * (b - a)
+
+
+def path_position(layout: Layout, t: torch.Tensor) -> torch.Tensor:
+    """[K, M, 2] where each path-following obstacle is ``t`` [K] seconds into the episode."""
+    moving = (t.unsqueeze(-1) - layout.mov_delay).clamp_min(0.0)
+    s = layout.mov_phase + layout.mov_speed * moving
+    return polyline_point(layout.mov_path, layout.mov_npts, s, layout.mov_mode == LOOP)
+
+
+def start_position(layout: Layout) -> torch.Tensor:
+    """[K, M, 2] the obstacles' positions at t = 0 (a path's phase point; the first waypoint for bounce
+    and crossing), computed from their paths (``Layout.mov_start`` keeps it for the resets)."""
+    on_path = (layout.mov_mode == LOOP) | (layout.mov_mode == BACK_AND_FORTH)
+    t0 = torch.zeros(layout.num_worlds, device=layout.robot_xy.device)
+    return torch.where(on_path.unsqueeze(-1), path_position(layout, t0), layout.mov_path[:, :, 0])
+
+
+def bounding_radius(layout: Layout) -> torch.Tensor:
+    """[K, M] the radius of each moving obstacle's bounding circle (a box's half-diagonal)."""
+    return layout.mov_size.norm(dim=-1) * torch.where(layout.mov_is_box, 1.0, 2**-0.5)
+
+
+class Motion:
+    """The moving obstacles of N worlds during their episodes: positions, velocities, time.
+
+    Tensors [N, M, 2] world frame (m, m/s); ``t`` [N] seconds since each world's episode began.
+    """
+
+    def __init__(
+        self,
+        num_worlds: int,
+        slots: int,
+        half_x: float,
+        half_y: float,
+        dt: float,
+        device,
+        modes: frozenset[int] = frozenset(range(1, len(MODES))),
+    ) -> None:
+        self.half_x, self.half_y, self.dt = half_x, half_y, dt
+        self.modes = modes
+        """The mode codes any layout may use: the steering queries of the others are skipped."""
+        self.pos = torch.zeros(num_worlds, slots, 2, device=device)
+        self.vel = torch.zeros(num_worlds, slots, 2, device=device)
+        self.t = torch.zeros(num_worlds, device=device)
+        self.leg = torch.ones(num_worlds, slots, dtype=torch.bool, device=device)
+        """[N, M] a crossing agent walks towards mov_path[1] (True) or back to mov_path[0]."""
+
+    def reset(self, mask: torch.Tensor, layout: Layout) -> None:
+        """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
+        m2 = mask.view(-1, 1, 1)
+        self.pos = torch.where(m2, layout.mov_start, self.pos)
+        self.vel = torch.where(m2, layout.mov_vel, self.vel)
+        self.t = self.t.masked_fill(mask, 0.0)
+        self.leg = self.leg | mask.unsqueeze(-1)
+
+    def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
+        the positions [N, M, 2] before and after it."""
+        before, vel, leg = self.pos, self.vel, self.leg
+        self.t = self.t + self.dt * active
+        started = (self.t.unsqueeze(-1) > layout.mov_delay) & active.unsqueeze(-1)  # [N, M]
+        mode = layout.mov_mode.unsqueeze(-1)
+        after = path_position(layout, self.t)
+        if self.modes & {BOUNCE, CROSSING}:
+            gap, normal = self._nearest_surface(layout)  # one query for both steering models
+            if BOUNCE in self.modes:
+                after = torch.where(mode == BOUNCE, self._bounce(layout, gap, normal), after)
+            if CROSSING in self.modes:
+                after = torch.where(mode == CROSSING, self._cross(layout, gap, normal), after)
+        moved = started & (layout.mov_mode != NONE)
+        self.pos = torch.where(moved.unsqueeze(-1), after, before)
+        self.vel = torch.where(moved.unsqueeze(-1), self.vel, vel)  # waiting obstacles keep theirs
+        self.leg = torch.where(moved, self.leg, leg)
+        return before, self.pos
+
+    def _nearest_surface(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gap [N, M] between each obstacle's bounding circle and the nearest static surface (walls
+        included; negative: overlapping) and the unit normal [N, M, 2] from that surface to the obstacle."""
+        dist, closest = nearest_obstacle(self.pos, layout, self.half_x, self.half_y)
+        away = self.pos - closest
+        return dist - bounding_radius(layout), away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+
+    def _bounce(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
+        """Constant velocity: reflected off a static surface it touches while moving into it, then one
+        step on, mirrored at the room's walls (exact: never beyond them)."""
+        into = (self.vel * normal).sum(-1)
+        hit = (gap < 0) & (into < 0) & (layout.mov_mode == BOUNCE)
+        vel = torch.where(hit.unsqueeze(-1), self.vel - 2 * into.unsqueeze(-1) * normal, self.vel)
+        half = torch.tensor([self.half_x, self.half_y], device=self.pos.device)
+        lim = half - layout.mov_size  # centre limits: a box's half-extents, a cylinder's radius
+        p = self.pos + vel * self.dt
+        over, under = p > lim, p < -lim
+        self.vel = torch.where(over, -vel.abs(), torch.where(under, vel.abs(), vel))
+        return torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
+
+    def _cross(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
+        """Walk towards the current goal, pushed off static surfaces within ``REPULSION_RANGE_M``; turn
+        back on arrival, or where the push cancels the walk (no permanent stop)."""
+        goal = torch.where(self.leg.unsqueeze(-1), layout.mov_path[:, :, 1], layout.mov_path[:, :, 0])
+        to_goal = goal - self.pos
+        speed = layout.mov_speed.unsqueeze(-1)
+        desired = to_goal / to_goal.norm(dim=-1, keepdim=True).clamp_min(1e-9) * speed
+        push = (REPULSION_RANGE_M - gap.unsqueeze(-1)).clamp_min(
+            0.0
+        ) / REPULSION_RANGE_M  # 0 far, 1 at contact
+        vel = desired + push * speed * normal
+        vel = vel * (speed / vel.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
+        p = self.pos + vel * self.dt
+        arrived = (goal - p).norm(dim=-1) < ARRIVAL_M
+        stalled = vel.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
+        turn = (arrived | stalled) & (layout.mov_mode == CROSSING)
+        self.leg = torch.where(turn, ~self.leg, self.leg)
+        return p
