@@ -40,8 +40,8 @@ def rollout(backend: str, device: str = "cpu") -> tuple[torch.Tensor, torch.Tens
         _, _, done, _ = env.step(a)
         for w in done.nonzero().flatten().tolist():
             ends[w] = (k, int(env.state.reason[w]))
-        poses.append(env.state.pos_xy.cpu())
-        scans.append(env.state.scan_clean.cpu())
+        poses.append(env.state.pos_xy.cpu().clone())  # the step rewrites the state in place
+        scans.append(env.state.scan_clean.cpu().clone())
     return torch.stack(poses), torch.stack(scans), ends
 
 

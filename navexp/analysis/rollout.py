@@ -116,17 +116,27 @@ def run_episodes(
             if bool(env.held.all()):
                 break
         take = min(n, total - done)
-        parts.append(
-            EpisodeTable(
-                reason=env.state.reason[:take].cpu().numpy(),
-                time_s=steps[:take].double().cpu().numpy() * env.control_dt,
-                path_m=path[:take].double().cpu().numpy(),
-                wait_s=waiting[:take].double().cpu().numpy() * env.control_dt,
-                **{k: v[:take] for k, v in cases.items()},
-            )
-        )
+        parts.append(_round_table(env, take, steps, path, waiting, cases))
         done += take
     return EpisodeTable.concat(parts)
+
+
+def _round_table(
+    env: NavEnv,
+    take: int,
+    steps: torch.Tensor,
+    path: torch.Tensor,
+    waiting: torch.Tensor,
+    cases: dict[str, np.ndarray],
+) -> EpisodeTable:
+    """The rows of a round's first ``take`` worlds: end reason, duration, path, waiting time, case."""
+    return EpisodeTable(
+        reason=env.state.reason[:take].cpu().numpy().copy(),  # the state is updated in place
+        time_s=steps[:take].double().cpu().numpy() * env.control_dt,
+        path_m=path[:take].double().cpu().numpy(),
+        wait_s=waiting[:take].double().cpu().numpy() * env.control_dt,
+        **{k: v[:take] for k, v in cases.items()},
+    )
 
 
 PROGRESS_EVERY_S = 5.0
@@ -170,7 +180,7 @@ def episode_cases(env: NavEnv) -> dict[str, np.ndarray]:
         row = (np.arange(env.num_envs) + k * env.num_envs) % env.scenarios.num_worlds
         scenario = row % env.scenario_entries
     return {
-        "family": lay.family.cpu().numpy(),
+        "family": lay.family.cpu().numpy().copy(),  # the layouts are rewritten in place by resets
         "shortest_m": lay.shortest_path_m.double().cpu().numpy(),
         "case": case,
         "scenario": scenario,
@@ -197,12 +207,13 @@ class TrajectoryRecorder:
 
     def _keep(self, env: NavEnv) -> None:
         s, r = env.state, self.rounds[-1]
-        r["pos"].append(s.pos_xy.cpu().numpy())
-        r["yaw"].append(s.yaw.cpu().numpy())
+        # Copies: a step rewrites the state's tensors in place (on the CPU .cpu() is no copy).
+        r["pos"].append(s.pos_xy.cpu().numpy().copy())
+        r["yaw"].append(s.yaw.cpu().numpy().copy())
         r["speed"].append(s.vel_world.norm(dim=-1).cpu().numpy())
-        r["scan"].append(s.scan.cpu().numpy())
+        r["scan"].append(s.scan.cpu().numpy().copy())
         if env.motion is not None:  # the moving obstacles' positions, for their tracks in the figures
-            r["mov"].append(env.motion.pos.cpu().numpy())
+            r["mov"].append(env.motion.pos.cpu().numpy().copy())
 
     def episodes(self, reasons: list[int]) -> list[Episode]:
         """The recorded episodes in ``run_episodes`` order, each cut at its last step."""

@@ -207,6 +207,52 @@ class Layout:
         )
 
 
+class LayoutRows:
+    """K layouts as one row of bytes per world ([K, width] uint8), so that taking, indexing and
+    writing layouts is one tensor op however many fields a ``Layout`` has.
+
+    Each field's values of a world lie in a column range of the row, as raw bytes of its dtype;
+    fields are ordered by element size (8-byte first) and the width is a multiple of 8, so every
+    range is aligned and ``unpack`` gives each field as a view (no copy) of its dtype and shape.
+    Two layouts with the same slot counts and goal-field shape have the same format."""
+
+    def __init__(self, like: Layout) -> None:
+        """The format of layouts shaped as ``like`` (its field shapes past the world axis and dtypes)."""
+        specs = [(f.name, getattr(like, f.name)) for f in fields(Layout)]
+        specs.sort(key=lambda nt: -nt[1].element_size())  # stable: same-size fields keep field order
+        self.format: list[tuple[str, torch.dtype, tuple[int, ...], int, int]] = []
+        """Per field: name, dtype, shape of one world's values, first and last byte column."""
+        col = 0
+        for name, x in specs:
+            nbytes = x[0].numel() * x.element_size() if x.shape[0] else 0
+            self.format.append((name, x.dtype, tuple(x.shape[1:]), col, col + nbytes))
+            col += nbytes
+        self.width = -(-col // 8) * 8
+        """Bytes per world (a multiple of 8)."""
+
+    def pack(self, layout: Layout) -> torch.Tensor:
+        """[K, width] uint8 rows of ``layout`` (a copy)."""
+        k = layout.num_worlds
+        rows = torch.zeros(k, self.width, dtype=torch.uint8, device=layout.robot_xy.device)
+        for name, dtype, shape, start, stop in self.format:
+            x = getattr(layout, name)
+            assert x.dtype == dtype and tuple(x.shape[1:]) == shape, f"{name}: not this format's layout"
+            if stop > start:
+                rows[:, start:stop] = x.reshape(k, -1).contiguous().view(torch.uint8)
+        return rows
+
+    def unpack(self, rows: torch.Tensor) -> Layout:
+        """The layouts of ``rows`` [K, width], every field a view into them (writing rows in place
+        changes the fields)."""
+        k = rows.shape[0]
+        return Layout(
+            **{
+                name: rows[:, start:stop].view(dtype).view(k, *shape)
+                for name, dtype, shape, start, stop in self.format
+            }
+        )
+
+
 def slot_poses(
     layout: Layout, half_height: float, park_z: float, moving_xy: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -243,6 +289,14 @@ def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.
     mov_half = torch.cat((ms, mov_hz), dim=-1)
     mov_size = torch.where(is_box, mov_half, torch.cat((ms[..., :1], mov_hz, torch.zeros_like(mov_hz)), -1))
     return torch.cat((cyl_size, box, mov_size), dim=1), torch.cat((cyl_half, box, mov_half), dim=1)
+
+
+def rotation_matrices(yaw: torch.Tensor) -> torch.Tensor:
+    """[..., 2, 2] rotation matrices R(yaw) = [[cos, -sin], [sin, cos]] for yaw [...] (rad): a column
+    vector turns counter-clockwise as ``R @ v``, a row vector clockwise as ``v @ R`` (into a frame
+    turned by yaw)."""
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    return torch.stack((c, -s, s, c), dim=-1).unflatten(-1, (2, 2))
 
 
 def rotate_xy(v: torch.Tensor, yaw: torch.Tensor) -> torch.Tensor:

@@ -44,12 +44,17 @@ def beam_spacing_deg(num_beams: int, fov_deg: float) -> float:
     return fov_deg / num_beams if is_full_circle(fov_deg) else fov_deg / (num_beams - 1)
 
 
-def clamp_ranges(dist: torch.Tensor | np.ndarray, max_range_m: float) -> torch.Tensor:
+def clamp_ranges(
+    dist: torch.Tensor | np.ndarray, max_range_m: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Raw ray distances -> ranges (m): misses (-1), hits beyond max range and non-finite values read
-    ``max_range_m``, so a policy never sees -1 or inf. A numpy array is read without a copy."""
+    ``max_range_m``, so a policy never sees -1 or inf. A numpy array is read without a copy; ``out``
+    receives the ranges in place."""
     d = torch.from_numpy(dist) if isinstance(dist, np.ndarray) else dist
-    miss = (d < 0) | (d > max_range_m) | ~torch.isfinite(d)
-    return d.masked_fill(miss, max_range_m)
+    miss = ~((d >= 0) & (d <= max_range_m))  # true for NaN, inf and -1
+    if out is None:
+        return d.masked_fill(miss, max_range_m)
+    return out.copy_(d).masked_fill_(miss, max_range_m)
 
 
 def rangefinder_sites(angles_rad: Sequence[float]) -> str:

@@ -139,6 +139,7 @@ class WarpSim:
         self.mjm: mujoco.MjModel = build_model(spec)
         self.robot_body = mujoco.mj_name2id(self.mjm, mujoco.mjtObj.mjOBJ_BODY, "robot")
         self._slot_cols = self._slot_columns()
+        self._slot_views: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._moving_geoms = self._moving_range()
         # mocap ids follow body order: cylinders, boxes, walls (see scene._obstacles).
         with wp.ScopedDevice(device):
@@ -235,29 +236,44 @@ class WarpSim:
         ``layout`` (N rows); other worlds keep every bit. Fixed-shape masked writes, no host sync."""
         assert mask.dtype == torch.bool and mask.shape == (self.num_worlds,), "a [N] bool mask"
         hz = self.spec.obstacle_height_m / 2
-        m1 = mask[:, None]
+        m1 = mask.unsqueeze(-1)
+        m2 = m1.unsqueeze(-1)
         # State: robot at its start pose, at rest; stale warmstart from the last episode cleared.
-        start = torch.cat((layout.robot_xy, layout.robot_yaw[:, None]), dim=1)
-        self.qpos.copy_(torch.where(m1, start, self.qpos))
+        start = torch.cat((layout.robot_xy, layout.robot_yaw.unsqueeze(-1)), dim=1)
+        torch.where(m1, start, self.qpos, out=self.qpos)
         self.qvel.masked_fill_(m1, 0.0)
         self.ctrl.masked_fill_(m1, 0.0)
         self._qacc_warmstart.masked_fill_(m1, 0.0)
         # Obstacles: active slots at their centre (z mid-height), inactive ones parked below.
-        start = layout.mov_start
         pos, quat = slot_poses(layout, hz, PARK_Z_M)
-        m2 = mask[:, None, None]
         if self.spec.moving_slots:  # the next step moves them from their start
-            self._move_start_t.copy_(torch.where(m2, start, self._move_start_t))
-            self._move_end_t.copy_(torch.where(m2, start, self._move_end_t))
-        self._mocap_pos.copy_(torch.where(m2, pos, self._mocap_pos))
-        self._mocap_quat.copy_(torch.where(m2, quat, self._mocap_quat))
+            mov_start = layout.mov_start
+            torch.where(m2, mov_start, self._move_start_t, out=self._move_start_t)
+            torch.where(m2, mov_start, self._move_end_t, out=self._move_end_t)
+        torch.where(m2, pos, self._mocap_pos, out=self._mocap_pos)
+        torch.where(m2, quat, self._mocap_quat, out=self._mocap_quat)
         # Sizes, bounding spheres and local AABBs (centre 0, half-extents) of the slot geoms.
         size, half = slot_sizes(layout, hz)
-        g = self._slot_cols
-        self._geom_size[:, g] = torch.where(m2, size, self._geom_size[:, g])
-        self._geom_rbound[:, g] = torch.where(m1, half.norm(dim=-1), self._geom_rbound[:, g])
+        size_t, rbound_t, aabb_t = self._slot_geoms
+        torch.where(m2, size, size_t, out=size_t)
+        torch.where(m1, half.norm(dim=-1), rbound_t, out=rbound_t)
         aabb = torch.stack((torch.zeros_like(half), half), dim=2)
-        self._geom_aabb[:, g] = torch.where(mask[:, None, None, None], aabb, self._geom_aabb[:, g])
+        torch.where(m2.unsqueeze(-1), aabb, aabb_t, out=aabb_t)
+        if not isinstance(self._slot_cols, slice):  # an index gives copies: write them back
+            g = self._slot_cols
+            self._geom_size[:, g], self._geom_rbound[:, g], self._geom_aabb[:, g] = size_t, rbound_t, aabb_t
+
+    @property
+    def _slot_geoms(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The slot geoms' sizes [N, S, 3], bounding radii [N, S] and local AABBs [N, S, 2, 3]: views of
+        the batched model arrays where the slot geoms are consecutive (made once), else copies."""
+        g = self._slot_cols
+        if isinstance(g, slice) and self._slot_views is not None:
+            return self._slot_views
+        views = self._geom_size[:, g], self._geom_rbound[:, g], self._geom_aabb[:, g]
+        if isinstance(g, slice):
+            self._slot_views = views
+        return views
 
     def move_obstacles(self, start: torch.Tensor, end: torch.Tensor) -> None:
         """The moving slots go from ``start`` to ``end`` [N, M, 2] over the next ``step()`` (linearly,
@@ -389,7 +405,7 @@ class WarpSim:
         """Kinematics and LiDAR of every world at its current pose: one pass covers all worlds,
         those in ``changed`` (written since the last step) included."""
         self._run("sense", self._sense_kernels)
-        self.ranges.copy_(clamp_ranges(self._dist_t, self.max_range_m))
+        clamp_ranges(self._dist_t, self.max_range_m, out=self.ranges)
 
     @property
     def overflow(self) -> torch.Tensor:

@@ -17,15 +17,16 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from navexp.sim import make_sim
-from navexp.sim.layout import Layout, nearest_obstacle, rotate_xy
+from navexp.sim.layout import Layout, LayoutRows, nearest_obstacle, rotate_xy, rotation_matrices
+from navexp.sim.lidar import OFF as LIDAR_OFF
 from navexp.sim.motion import Motion
 from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
-from navexp.task.faults import ACTIONS, OBSERVATIONS, REWARDS, STATE, FaultFlags
+from navexp.task.faults import SOURCES, FaultFlags
 from navexp.task.maps import MapSpec
 from navexp.task.maps.grid_path import grid_shape, path_distance
 from navexp.task.maps.random_family import LayoutSpec
-from navexp.task.rewards.terminations import compute_terminations
+from navexp.task.rewards.terminations import Terminations
 from navexp.task.state import NavState
 from navexp.task.validation import validate_env_cfg
 
@@ -69,6 +70,7 @@ class NavEnv(VecEnv):
         self.max_lin_vel_mps = self.robot.max_lin_vel_mps
         self.max_ang_vel_radps = self.robot.max_ang_vel_radps
         self._init_buffers()
+        self._bind_state()
         self.reset()
 
     def _init_buffers(self) -> None:
@@ -81,27 +83,7 @@ class NavEnv(VecEnv):
         if not self.needs_path:
             self.state.path_dist.fill_(float("nan"))
             self.state.prev_path_dist.fill_(float("nan"))
-        obst = self.env_cfg.obstacles
-        field_shape = (0, 0)
-        if self.needs_path:
-            field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
-        moving = self.layout_spec.moving
-        moving_slots = (moving.cylinder_slots, moving.box_slots) if moving is not None else (0, 0)
-        self.layout = Layout.empty(
-            n,
-            obst.cylinder_slots,
-            obst.box_slots,
-            dev,
-            self.layout_spec.wall_slots,
-            field_shape,
-            moving_slots,
-        )
-        """[N] the layout each world plays (its map family, seed and shortest path included)."""
-        self.motion = None
-        """The moving obstacles' motion (``env.dynamic``); None without moving slots."""
-        if moving is not None:
-            modes = moving.modes | self._scenario_modes()
-            self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
+        self._init_layouts()
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.episode_count = torch.zeros(n, dtype=torch.long, device=dev)
         self.held = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -117,6 +99,72 @@ class NavEnv(VecEnv):
         self._steps_since_check = 0
         self._steps_since_top_up = 0
         self._obs = self.obs_manager.zeros()
+        self.terminations = Terminations(
+            self.max_episode_length,
+            self.goal_radius_m,
+            self.half_x,
+            self.half_y,
+            dev,
+            moving=self.motion is not None,
+        )
+        self._events = torch.zeros(n, 4, dtype=torch.bool, device=dev)
+        """[N, 4] this step's episode ends in ``terminations.PRIORITY`` order (the state's flags view it)."""
+        self._all_ok = torch.ones(n, dtype=torch.bool, device=dev)
+        self._no_overflow = torch.zeros(n, dtype=torch.int32, device=dev)
+
+    def _init_layouts(self) -> None:
+        """The layouts the worlds play, packed one row of bytes per world, and the moving obstacles'
+        motion (all empty until the first reset)."""
+        n, dev = self.num_envs, self.device
+        obst = self.env_cfg.obstacles
+        field_shape = (0, 0)
+        if self.needs_path:
+            field_shape = grid_shape(self.half_x, self.half_y, self._path_cell_m)[:2]
+        moving = self.layout_spec.moving
+        moving_slots = (moving.cylinder_slots, moving.box_slots) if moving is not None else (0, 0)
+        empty = Layout.empty(
+            n,
+            obst.cylinder_slots,
+            obst.box_slots,
+            dev,
+            self.layout_spec.wall_slots,
+            field_shape,
+            moving_slots,
+        )
+        self._layout_rows = LayoutRows(empty)
+        self._layout_buf = self._layout_rows.pack(empty)
+        """[N, width] uint8: the layouts of the worlds, packed (a reset writes them in one op)."""
+        self.layout = self._layout_rows.unpack(self._layout_buf)
+        """[N] the layout each world plays (its map family, seed and shortest path included); every
+        field a view into the packed rows."""
+        if self.scenarios is not None:
+            self._scenario_rows = self._layout_rows.pack(self.scenarios)
+        self._pool_rows_checked: LayoutRows | None = None
+        self.motion = None
+        """The moving obstacles' motion (``env.dynamic``); None without moving slots."""
+        if moving is not None:
+            modes = moving.modes | self._scenario_modes()
+            self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
+
+    def _bind_state(self) -> None:
+        """Point the state fields that are the simulator's or the layout's values at those buffers, and
+        the rest at buffers of their own, once: a step writes every field in place (a fixed set of
+        tensors a captured step can replay into) and reads the simulator without copying."""
+        s, sim, n = self.state, self.sim, self.num_envs
+        s.pos_xy, s.yaw = sim.qpos[:, :2], sim.qpos[:, 2]
+        s.vel_world, s.omega = sim.qvel[:, :2], sim.qvel[:, 2]
+        s.goal_xy = self.layout.goal_xy
+        s.scan_clean = sim.ranges
+        if self.lidar_realism.spec == LIDAR_OFF and not s.scan_history.shape[1]:
+            # No realism option on: the robot's scan is the clean one. With a scan history ``scan``
+            # keeps a buffer of its own: it holds the last step's scan until the new one is read.
+            s.scan = s.scan_clean
+        if self.needs_path:
+            s.goal_field = self.layout.goal_field  # a view: the resets write the layout in place
+        self._body = torch.zeros(n, 2, 2, device=self.device)
+        """[N, 2, 2] body-frame velocity and goal offset (rows), written by each pose read."""
+        s.vel_body = self._body[:, 0]
+        s.collision, s.out_of_bounds, s.success, s.time_out = self._events.unbind(dim=1)
 
     # -- VecEnv -----------------------------------------------------------------------------
     def seed(self, seed: int) -> None:
@@ -143,8 +191,8 @@ class NavEnv(VecEnv):
         self._restart_history(mask)
         self._read_scan(mask, advance=False)
         self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
-        self._flag_non_finite(self._obs, None)
-        self.faults.end_step(self.steps_taken)  # stamped with the steps taken before this reset
+        # Stamped with the steps taken before this reset; the last step's overflow was recorded then.
+        self._record_faults(self.steps_taken, self._no_overflow, self._all_ok, self._obs, None)
         self.check_faults()  # not the step path: report a bad start at once
         return self._obs
 
@@ -156,36 +204,25 @@ class NavEnv(VecEnv):
         LiDAR is cast once per step, after the resets, for every world)."""
         s = self.state
         active = ~self.held
-        action = self._process_actions(actions) * active.unsqueeze(-1)  # may refuse: nothing changed yet
-        s.prev_action, s.action = s.action, action
+        action_ok = self._process_actions(actions, active)  # may refuse: nothing changed yet
         self._write_ctrl(s.action)
         if self.motion is not None:
             self.sim.move_obstacles(*self.motion.advance(active, self.layout))
         self.sim.step()
-        self.faults.flag_overflow(self.sim.overflow)
-        s.prev_goal_dist, s.prev_path_dist = s.goal_dist, s.path_dist
+        s.prev_goal_dist.copy_(s.goal_dist)
+        if self.needs_path:
+            s.prev_path_dist.copy_(s.path_dist)
         self._read_pose()
-        s.pos_window = torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1)
+        s.pos_window.copy_(torch.cat((s.pos_window[:, 1:], s.pos_xy.unsqueeze(1)), dim=1))
         self.episode_length_buf += active
         s.step += active
-        compute_terminations(
-            s,
-            active,
-            self.episode_length_buf,
-            self.max_episode_length,
-            self.goal_radius_m,
-            self.half_x,
-            self.half_y,
-        )
+        dones = self.terminations(s, active, self.episode_length_buf, out=self._events)
         rewards = self.reward_manager.compute(s, active)
-        dones = s.success | s.collision | s.out_of_bounds | s.time_out
         extras = {"time_outs": s.time_out.clone()}
         self.stats.record(
-            dones,
-            self.reward_manager.take_episode_sums(dones),
-            s.reason,
-            self.episode_length_buf * self.control_dt,
+            dones, self.reward_manager.episode_sums, s.reason, self.episode_length_buf * self.control_dt
         )
+        self.reward_manager.clear_finished(dones)
         reset_mask = None
         if self.auto_reset:
             reset_mask = dones
@@ -197,7 +234,7 @@ class NavEnv(VecEnv):
         self.sim.sense(dones if self.auto_reset else self._no_change)
         self._read_scan(reset_mask)
         self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
-        self._flag_non_finite(self._obs, rewards)
+        self._record_faults(self.steps_taken + 1, self.sim.overflow, action_ok, self._obs, rewards)
         self._end_step()
         return self._obs, rewards, dones.long(), extras
 
@@ -248,18 +285,21 @@ class NavEnv(VecEnv):
         """Cell of the occupancy grid the path check and the goal distance fields use."""
         return float(self.map_spec.cfg.path_cell_m)
 
-    def _process_actions(self, actions: torch.Tensor) -> torch.Tensor:
+    def _process_actions(self, actions: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        """Move this step's action into ``state.action`` (the last one into ``prev_action``): clipped
+        to [-1, 1], zero in held worlds and in rows with a NaN/inf; return the [N] bool of finite rows."""
         if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):
             shape = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
             raise ValueError(
                 f"actions must be a tensor of shape ({self.num_envs}, {self.num_actions}); got {shape}"
             )
+        s = self.state
         actions = actions.detach().to(self.device, torch.float32)
-        if self.check_finite:
-            finite = torch.isfinite(actions).all(dim=1)
-            self.faults.flag(ACTIONS, ~finite)
-            actions = torch.where(finite.unsqueeze(-1), actions, 0.0)
-        return actions.clamp(-1.0, 1.0)
+        finite = torch.isfinite(actions).all(dim=1) if self.check_finite else self._all_ok
+        s.prev_action.copy_(s.action)
+        torch.clamp(actions, -1.0, 1.0, out=s.action)
+        s.action.masked_fill_(~(finite & active).unsqueeze(-1), 0.0)  # NaN rows too: a fill, not a product
+        return finite
 
     def _write_ctrl(self, a: torch.Tensor) -> None:
         """Servo targets for the clipped actions [N, A] (through the safety filter, on the scan the
@@ -272,98 +312,115 @@ class NavEnv(VecEnv):
         """New layouts and episode state for the worlds where ``mask`` [N] is set (masked writes)."""
         if self.scenarios is not None:
             row = (self._world_ids + self.episode_count * self.num_envs) % self.scenarios.num_worlds
-            layout = self.scenarios.index(row)
+            rows = self._scenario_rows[row]
         else:
-            layout = self.layout_pool.take(mask)
-        self.layout.assign_where(mask, layout)
-        self.sim.write_layouts(mask, layout)
+            rows = self.layout_pool.take_rows(mask)
+            if self.layout_pool.rows is not self._pool_rows_checked:  # once per refill
+                assert self.layout_pool.rows.format == self._layout_rows.format, (
+                    "pool layouts of another shape"
+                )
+                self._pool_rows_checked = self.layout_pool.rows
+        torch.where(mask.unsqueeze(-1), rows, self._layout_buf, out=self._layout_buf)
+        self.sim.write_layouts(mask, self.layout)  # the masked worlds' rows are the new layouts now
         if self.motion is not None:
-            self.motion.reset(mask, layout)
-        s = self.state
+            self.motion.reset(mask, self.layout)
+        s, m1 = self.state, mask.unsqueeze(-1)
         self.episode_length_buf.masked_fill_(mask, 0)
         self.episode_count += mask
         self.held &= ~mask
-        s.step = s.step.masked_fill(mask, 0)
-        s.action = s.action.masked_fill(mask.unsqueeze(-1), 0.0)
-        s.prev_action = s.prev_action.masked_fill(mask.unsqueeze(-1), 0.0)
-        s.reason = s.reason.masked_fill(mask, 0)
-        s.success, s.collision = s.success & ~mask, s.collision & ~mask
-        s.out_of_bounds, s.time_out = s.out_of_bounds & ~mask, s.time_out & ~mask
+        s.step.masked_fill_(mask, 0)
+        s.action.masked_fill_(m1, 0.0)
+        s.prev_action.masked_fill_(m1, 0.0)
+        s.reason.masked_fill_(mask, 0)
+        self._events.masked_fill_(m1, False)  # success, collision, out_of_bounds, time_out
 
     def _read_pose(self) -> None:
         """State fields that follow from the simulator's pose, velocity and contact and the goal."""
-        s, sim = self.state, self.sim
-        s.pos_xy, s.yaw = sim.qpos[:, :2].clone(), sim.qpos[:, 2].clone()
-        s.vel_world, s.omega = sim.qvel[:, :2].clone(), sim.qvel[:, 2].clone()
-        s.vel_body = rotate_xy(s.vel_world, -s.yaw)
-        s.goal_xy = self.layout.goal_xy.clone()
+        s, sim = self.state, self.sim  # pos_xy, yaw, vel_world, omega, goal_xy: views (_bind_state)
         to_goal = s.goal_xy - s.pos_xy
-        s.goal_dist = to_goal.norm(dim=-1)
-        bearing = torch.atan2(to_goal[:, 1], to_goal[:, 0]) - s.yaw
-        s.goal_bearing = torch.atan2(torch.sin(bearing), torch.cos(bearing))  # wrap to [-pi, pi]
-        s.contact = sim.contact.bool()
+        torch.linalg.vector_norm(to_goal, dim=-1, out=s.goal_dist)
+        # Both world-frame vectors into the body frame at once: row @ R(yaw) = R(-yaw) row.
+        world = torch.stack((s.vel_world, to_goal), dim=1)  # [N, 2 vectors, 2]
+        # world @ R(yaw) as a product and a sum (a batched 2x2 matmul costs more dispatch on the CPU).
+        rot = rotation_matrices(s.yaw).unsqueeze(1)  # [N, 1, 2, 2]
+        torch.sum(world.unsqueeze(-1) * rot, dim=-2, out=self._body)  # vel_body is row 0
+        goal_body = self._body[:, 1]
+        torch.atan2(goal_body[:, 1], goal_body[:, 0], out=s.goal_bearing)  # in [-pi, pi]
+        torch.ne(sim.contact, 0, out=s.contact)
         if self.motion is not None:
-            s.moving_contact = sim.moving_contact.bool()
+            torch.ne(sim.moving_contact, 0, out=s.moving_contact)
         if self.needs_clearance:
             dist, closest = nearest_obstacle(s.pos_xy.unsqueeze(1), self.layout, self.half_x, self.half_y)
             direction = closest.squeeze(1) - s.pos_xy
             direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-            s.clearance = dist.squeeze(1)
-            s.nearest_dir_body = rotate_xy(direction, -s.yaw)
+            s.clearance.copy_(dist.squeeze(1))
+            s.nearest_dir_body.copy_(rotate_xy(direction, -s.yaw))
         if self.needs_path:
             d = path_distance(self.layout.goal_field, s.pos_xy, self.half_x, self.half_y)
-            self._path_read = torch.isfinite(d)
-            s.path_dist = torch.where(self._path_read, d, s.path_dist)
-            s.goal_field = self.layout.goal_field  # a view: the resets write the layout in place
+            self._path_read.copy_(torch.isfinite(d))
+            torch.where(self._path_read, d, s.path_dist, out=s.path_dist)
 
     def _restart_history(self, mask: torch.Tensor) -> None:
         """A new episode in the worlds ``mask`` has no past: its window holds the start position, no
         progress, no contact."""
         s = self.state
-        s.pos_window = torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window)
-        s.prev_goal_dist = torch.where(mask, s.goal_dist, s.prev_goal_dist)
+        torch.where(mask[:, None, None], s.pos_xy.unsqueeze(1), s.pos_window, out=s.pos_window)
+        torch.where(mask, s.goal_dist, s.prev_goal_dist, out=s.prev_goal_dist)
         if self.needs_path:
             # A start the field gives no value for (a hand-made map whose goal cannot be reached) starts
             # from its shortest path or the straight line, never the previous episode's value.
             path = self.layout.shortest_path_m
             start = torch.where(torch.isfinite(path) & (path >= 0), path, s.goal_dist)
-            s.path_dist = torch.where(mask & ~self._path_read, start, s.path_dist)
-            s.prev_path_dist = torch.where(mask, s.path_dist, s.prev_path_dist)
-        s.contact = s.contact & ~mask
-        s.moving_contact = s.moving_contact & ~mask
+            torch.where(mask & ~self._path_read, start, s.path_dist, out=s.path_dist)
+            torch.where(mask, s.path_dist, s.prev_path_dist, out=s.prev_path_dist)
+        s.contact.masked_fill_(mask, False)
+        if self.motion is not None:
+            s.moving_contact.masked_fill_(mask, False)
 
     def _read_scan(self, restart: torch.Tensor | None, advance: bool = True) -> None:
         """The clean scan of every world and the policy's realistic one (random draws once per call);
         ``restart`` [N] marks worlds that begin an episode with this scan, ``advance`` a control step."""
-        s = self.state
-        previous = s.scan
-        s.scan_clean = self.sim.ranges.clone()
-        s.min_scan = s.scan_clean.min(dim=1).values
-        s.scan = self.lidar_realism(s.scan_clean, restart, advance)
-        if s.scan_history.shape[1]:
-            if advance:  # one step on: the scan before this one is the most recent earlier scan
-                s.scan_history = torch.cat((previous.unsqueeze(1), s.scan_history[:, :-1]), dim=1)
-            if restart is not None:  # a new episode has no past: its first scan fills the history
-                fill = s.scan.unsqueeze(1).expand_as(s.scan_history)
-                s.scan_history = torch.where(restart[:, None, None], fill, s.scan_history)
+        s = self.state  # scan_clean is the simulator's range buffer (_bind_state)
+        history = s.scan_history.shape[1] > 0
+        if history and advance:  # one step on: the scan before this one is the most recent earlier
+            # scan (``s.scan`` still holds it: its own buffer where there is a history, _bind_state)
+            s.scan_history.copy_(torch.cat((s.scan.unsqueeze(1), s.scan_history[:, :-1]), dim=1))
+        torch.amin(s.scan_clean, dim=1, out=s.min_scan)
+        scan = self.lidar_realism(s.scan_clean, restart, advance)
+        if scan is not s.scan:
+            s.scan.copy_(scan)
+        if history and restart is not None:  # a new episode has no past: its first scan fills it
+            fill = s.scan.unsqueeze(1).expand_as(s.scan_history)
+            torch.where(restart[:, None, None], fill, s.scan_history, out=s.scan_history)
 
     def _overflow_reason(self, bits: int) -> str:
         """The simulator's account of an overflow, with where its buffer sizes are configured."""
         return f"{self.sim.overflow_reason(bits)} (buffer sizes: env.sim.nconmax_per_world, njmax_per_world)"
 
-    def _flag_non_finite(self, obs: TensorDict, rewards: torch.Tensor | None) -> None:
-        if not self.check_finite:
-            return
-        f = self.faults
-        f.flag(STATE, ~(torch.isfinite(self.sim.qpos).all(1) & torch.isfinite(self.sim.qvel).all(1)))
-        for g in obs.keys():
-            f.flag(OBSERVATIONS, ~torch.isfinite(obs[g]).all(1))
-        if rewards is not None:
-            f.flag(REWARDS, ~torch.isfinite(rewards))
+    def _record_faults(
+        self,
+        step: int,
+        overflow: torch.Tensor,
+        action_ok: torch.Tensor,
+        obs: TensorDict,
+        rewards: torch.Tensor | None,
+    ) -> None:
+        """Flag this step's faults in one call (columns in ``faults.SOURCES`` order): the simulator's
+        overflow bits [N], and with ``check_finite`` the NaN/inf rows of actions, state, observations and
+        rewards; ``step`` is stamped on the kinds first seen now."""
+        ok = [overflow == 0, action_ok]
+        if self.check_finite:
+            ok.append(torch.isfinite(torch.cat((self.sim.qpos, self.sim.qvel), dim=1)).all(dim=1))
+            groups = [torch.isfinite(obs[g]).all(dim=1) for g in obs.keys()]
+            ok.append(groups[0] if len(groups) == 1 else torch.stack(groups, dim=1).all(dim=1))
+            ok.append(self._all_ok if rewards is None else torch.isfinite(rewards))
+        else:
+            ok += [self._all_ok] * 3
+        assert len(ok) == len(SOURCES)
+        self.faults.record_step(~torch.stack(ok, dim=1), overflow, step)
 
     def _end_step(self) -> None:
         self.steps_taken += 1
-        self.faults.end_step(self.steps_taken)
         self._steps_since_check += 1
         self._steps_since_top_up += 1
         if self._steps_since_check >= self.check_every:

@@ -29,10 +29,10 @@ class DeviceRing:
 
     def push(self, values: torch.Tensor, mask: torch.Tensor) -> None:
         """Append the masked values [N] (no host sync)."""
-        rank = mask.long().cumsum(0) - 1  # position of each masked world among this push's values
-        total = rank[-1] + 1
-        keep = mask & (rank >= total - self.size)
-        slot = torch.where(keep, (self.count + rank).remainder(self.size), self.size)
+        upto = mask.cumsum(0)  # [N] masked worlds up to and including w: w's place among them, from 1
+        total = upto[-1]
+        keep = mask & (upto > total - self.size)
+        slot = torch.where(keep, (upto + (self.count - 1)).remainder(self.size), self.size)
         self.buf.index_put_((slot,), values.to(self.buf.dtype))
         self.count += total
 
@@ -47,10 +47,9 @@ class EpisodeStats:
 
     def __init__(self, reward_terms: list[str], window: int, device: torch.device | str) -> None:
         self.reward_terms = list(reward_terms)
-        self._reward = torch.zeros(len(self.reward_terms), device=device)
+        self._sums = torch.zeros(len(self.reward_terms) + 1, device=device)
+        """[T + 1] weighted reward sums per term, then the summed duration (s), of the episodes ended."""
         self._reasons = torch.zeros(len(REASONS), device=device)
-        self._length_s = torch.zeros((), device=device)
-        self._count = torch.zeros((), device=device)
         self.outcomes = DeviceRing(window, device)
         """1.0 (success) or 0.0 of the last ``window`` finished episodes."""
 
@@ -60,28 +59,28 @@ class EpisodeStats:
         """Add the episodes ending where ``done`` [N]: weighted reward sums per term [N, T], end
         reason [N] (index into REASONS), duration [N] (s)."""
         d = done.float()
-        # Masked sums as multiply-and-reduce: a [N] @ [N, T] product goes to BLAS gemv, which is
-        # orders of magnitude slower for these shapes on some CPU builds.
-        self._reward += (d.unsqueeze(-1) * reward_sums).sum(dim=0)
-        self._reasons.index_add_(0, reason, d)
-        self._length_s += (d * length_s).sum()
-        self._count += d.sum()
-        self.outcomes.push((reason == SUCCESS).float(), done)
+        # One masked sum over [reward sums per term, duration] (columns T and T+1 of _sums).
+        # Multiply-and-reduce: a [N] @ [N, T] product goes to BLAS gemv, which is orders of magnitude
+        # slower for these shapes on some CPU builds.
+        self._sums += (d.unsqueeze(-1) * torch.cat((reward_sums, length_s.unsqueeze(-1)), dim=1)).sum(dim=0)
+        self._reasons.index_add_(0, reason, d)  # every finished episode has a reason: their sum counts them
+        self.outcomes.push(reason == SUCCESS, done)
 
     def pop(self) -> dict[str, torch.Tensor]:
         """Means over the episodes finished since the last call ({} if none), then start afresh."""
-        count = float(self._count)
+        count = float(self._reasons.sum())
         out: dict[str, torch.Tensor] = {}
         if count > 0:
-            for name, total in zip(self.reward_terms, self._reward / count, strict=True):
+            means = self._sums / count
+            for name, total in zip(self.reward_terms, means[:-1], strict=True):
                 out[f"Episode_Reward/{name}"] = total
             fractions = self._reasons / count
             for code, name in enumerate(REASONS):
                 if code:
                     out[f"Episode_Termination/{name}"] = fractions[code]
             out["Metrics/success_rate"] = fractions[SUCCESS]
-            out["Metrics/episode_length_s"] = self._length_s / count
-        for acc in (self._reward, self._reasons, self._length_s, self._count):
+            out["Metrics/episode_length_s"] = means[-1]
+        for acc in (self._sums, self._reasons):
             acc.zero_()
         return out
 

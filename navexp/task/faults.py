@@ -23,6 +23,8 @@ class FaultFlags:
         self.first_step = torch.full((num_worlds, len(SOURCES)), -1, dtype=torch.long, device=device)
         """[N, S] env step at which world n was first flagged with kind s (-1: not flagged)."""
         self._shifts = torch.arange(len(SOURCES), dtype=torch.int32, device=device)
+        self._bit_values = 1 << self._shifts
+        """[S] int32: the bit of each fault kind."""
         self.overflow_bits = torch.zeros(num_worlds, dtype=torch.int32, device=device)
         """OR of the simulator's overflow bitmasks since the last check."""
 
@@ -39,6 +41,17 @@ class FaultFlags:
         """Stamp ``step`` on the (world, kind) pairs flagged for the first time."""
         flagged = ((self.bits.unsqueeze(-1) >> self._shifts) & 1) == 1
         self.first_step.masked_fill_(flagged & (self.first_step < 0), step)
+
+    def record_step(self, bad: torch.Tensor, overflow: torch.Tensor, step: int) -> None:
+        """One control step's faults at once: ``bad`` [N, S] bool, column s the fault kind s of
+        ``SOURCES`` (the overflow column ``overflow != 0``), ``overflow`` [N] int32 the simulator's
+        bitmask; flags, overflow bits and first steps as ``flag_overflow``, ``flag`` and ``end_step``
+        would leave them, in a fixed handful of tensor ops (no host sync)."""
+        self.overflow_bits |= overflow
+        # bits |= sum_s bad[:, s] << s: the columns are distinct bits, so the sum is their OR.
+        self.bits |= (bad * self._bit_values).sum(dim=1, dtype=torch.int32)
+        # A kind first flagged this step was not flagged before: bad now, no step stamped yet.
+        self.first_step.masked_fill_(bad & (self.first_step < 0), step)
 
     def any(self) -> torch.Tensor:
         """Device bool: some world is flagged."""

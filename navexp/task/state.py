@@ -48,6 +48,10 @@ class NavState:
     """Everything terms may read. Shapes use N = num_envs, B = LiDAR beams, W = position window.
 
     Frames: ``*_world`` in the world frame; ``*_body`` in the robot frame (x forward, y left).
+
+    The env's state is written in place: each field stays the same tensor from step to step (pose,
+    velocity and the clean scan are views of the simulator's buffers, the goal of the layout's), so
+    a value kept across a step must be copied (``.clone()``; on the CPU ``.cpu()`` is no copy).
     """
 
     pos_xy: torch.Tensor

@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from navexp.sim.layout import Layout
+from navexp.sim.layout import Layout, LayoutRows
 from navexp.task.maps.families import REGISTRY, MapSpec, family_index, generate
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.maps.random_source import HashSource, StreamSource, split_seeds, stream_base
@@ -68,12 +68,18 @@ class LayoutPool:
     def take(self, mask: torch.Tensor) -> Layout:
         """Layouts for all N worlds [N]: row w is the next fresh layout where ``mask[w]``, otherwise an
         arbitrary valid layout (callers write only the masked rows)."""
+        rows = self.take_rows(mask)
+        return self.rows.unpack(rows)
+
+    def take_rows(self, mask: torch.Tensor) -> torch.Tensor:
+        """``take`` as packed rows [N, rows.width] (``rows.unpack`` reads them): one gather of the
+        packed pool, whatever the layout's fields (the env's reset path)."""
         if self._pool is None:
             self.refill()
-        rank = mask.long().cumsum(0) - 1
-        slot = (self._cursor + rank).remainder(self._num_valid)
-        self._cursor = self._cursor + rank[-1] + 1
-        return self._pool.index(slot)
+        upto = mask.cumsum(0)  # the masked worlds up to and including w
+        slot = (upto + (self._cursor - 1)).remainder(self._num_valid)
+        self._cursor += upto[-1]
+        return self._pool_rows[slot]
 
     def low(self) -> torch.Tensor:
         """Device bool: fewer than ``reserve`` unused layouts are left (or none drawn yet)."""
@@ -95,6 +101,9 @@ class LayoutPool:
         if len(parts) > 1:  # mix the families in the order worlds take them
             pool = pool.index(torch.randperm(pool.num_worlds, generator=self.generator, device=self.device))
         self._pool = pool
+        self.rows = LayoutRows(pool)
+        """The packing of the pool's layouts (the same for every refill of the same slot counts)."""
+        self._pool_rows = self.rows.pack(pool)
         self._num_valid = torch.tensor(pool.num_worlds, device=self.device)
         self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
 

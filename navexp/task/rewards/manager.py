@@ -71,6 +71,10 @@ class RewardManager:
         self.episode_sums += weighted
         return weighted.sum(dim=1)
 
+    def clear_finished(self, done: torch.Tensor) -> None:
+        """Clear the sums of the worlds where ``done`` [N] (read ``episode_sums`` first; masked, no sync)."""
+        self.episode_sums.masked_fill_(done.unsqueeze(-1), 0.0)
+
     def take_episode_sums(self, done: torch.Tensor) -> torch.Tensor:
         """The sums [N, T] as they stand; rows where ``done`` [N] are then cleared (masked, no sync)."""
         sums = self.episode_sums.clone()

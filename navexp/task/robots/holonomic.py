@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from navexp.sim.layout import rotate_xy
+from navexp.sim.layout import rotation_matrices
 from navexp.task.robots.base import Robot, register_robot
 
 
@@ -34,6 +34,8 @@ class Holonomic(Robot):
               forcelimited="true" forcerange="{-tq} {tq}"/>"""
 
     def write_ctrl(self, action: torch.Tensor, qpos: torch.Tensor, ctrl: torch.Tensor) -> None:
-        # Body-frame command -> world-frame servo targets: v_world = R(yaw) * (a_xy * v_max).
-        ctrl[:, :2] = rotate_xy(action[:, :2] * self.max_lin_vel_mps, qpos[:, 2])
+        # Body-frame command -> world-frame servo targets: v_world = R(yaw) (a_xy * v_max), the sum
+        # over j of R[i, j] v[j] written straight into the servo targets.
         ctrl[:, 2] = action[:, 2] * self.max_ang_vel_radps
+        v_body = (action[:, :2] * self.max_lin_vel_mps).unsqueeze(1)  # [N, 1, 2]
+        torch.sum(rotation_matrices(qpos[:, 2]) * v_body, dim=-1, out=ctrl[:, :2])
