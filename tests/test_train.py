@@ -95,7 +95,7 @@ def test_two_iterations_through_the_real_app(tmp_path):
         0
     ] == ("lidar", 72)
     ev = json.loads((run_dir / "eval.json").read_text())
-    rates = ["success_rate", "collision_rate", "timeout_rate", "out_of_bounds_rate"]
+    rates = ["success_rate", "collision_rate", "timeout_rate", "out_of_bounds_rate", "moving_collision_rate"]
     assert ev["num_episodes"] == 6 and abs(sum(ev[r] for r in rates) - 1.0) < 1e-9
     assert set(ev["ci95"]) == set(rates) and ev["checkpoint"].endswith("model_1.pt")
     info = json.loads((run_dir / "run_info.json").read_text())

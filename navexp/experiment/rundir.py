@@ -215,13 +215,12 @@ HYDRA_ONLY = {".hydra", LOCK_NAME}
 
 
 def remove_if_unused(run_dir: Path, log_name: str) -> bool:
-    """Remove ``run_dir`` when it holds nothing but Hydra's ``.hydra/`` and an empty ``<log_name>``
-    (a launch refused after Hydra made the directory); return whether it was removed."""
+    """Remove ``run_dir`` when it holds nothing but Hydra's ``.hydra/`` and ``<log_name>`` (a launch
+    refused after Hydra made the directory: the log holds only the console's lines, the error among
+    them, which the user saw); return whether it was removed. Only a directory this launch created."""
     if not run_dir.is_dir():
         return False
-    names = {p.name for p in run_dir.iterdir()}
-    log = run_dir / log_name
-    if not names <= HYDRA_ONLY | {log_name} or (log.is_file() and log.stat().st_size > 0):
+    if not {p.name for p in run_dir.iterdir()} <= HYDRA_ONLY | {log_name}:
         return False
     shutil.rmtree(run_dir, ignore_errors=True)
     return True
