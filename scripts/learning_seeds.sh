@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Learning figures over seeds, reproducible: train every recipe with every seed, evaluate each run on
-# its final suite (eval.suite, default families), on the held-out geometry suite (suite=ood) and on the
-# default suite (the run's own env and dense random rooms), then aggregate per recipe with
+# its final suite (FINAL_SUITE, default families), then on each of SUITES (default: the held-out geometry
+# suite, suite=ood, and the default suite: the run's own env and dense random rooms), then aggregate per recipe with
 # navexp.compare (mean, 95 % bootstrap interval over seeds, IQM).
 #
 #   bash scripts/learning_seeds.sh OUT_DIR [training overrides for every run ...]
 #
 # Environment: SEEDS (default "1 2 3", each once); RECIPES, one recipe per word, each a comma-separated
 # list of overrides (commas inside [...] or {...} belong to a value: ppo.policy.hidden_dims=[64,64]; default
-# "ppo.policy.model=mlp ppo.policy.model=rnn": the MLP against the GRU); PARALLEL, trainings at
+# "ppo.policy.model=mlp ppo.policy.model=rnn": the MLP against the GRU); FINAL_SUITE, the suite of each
+# run's final evaluation (eval.suite; default families); SUITES, the suites each run is evaluated on
+# after it (default "ood default"; e.g. FINAL_SUITE=floorplans SUITES="families ood"); PARALLEL, trainings at
 # once (default 1: on a CPU run them one after another, navexp shares the cores anyway; on a GPU
 # several fit). Example, the trap recipe (README; BENCHMARKS.md, "The run's policy as the average of its
 # last checkpoints"):
 #   RECIPES=recipe=traps SEEDS="1 2 3 4 5 6" bash scripts/learning_seeds.sh outputs/traps
 # navexp.evaluate of a run directory scores the run's policy (its average with ppo.average_checkpoints).
 # Writes OUT_DIR/<recipe>/seed_<s>/ (run directories), OUT_DIR/<recipe>/seed_<s>.log, and the tables
-# OUT_DIR/families.md, OUT_DIR/ood.md and OUT_DIR/default.md (with their plots): each suite's main entry;
-# OUT_DIR/entries.md: every entry of the three suites alone (navexp.compare entry=NAME).
+# OUT_DIR/<suite>.md for the final suite and each of SUITES (families.md, ood.md and default.md by default,
+# with their plots): each suite's main entry; OUT_DIR/entries.md: every entry of every suite alone
+# (navexp.compare entry=NAME).
 # A seed whose run directory already holds a finished run (eval.json) of the same overrides is not
 # trained again: only its missing suite=ood / suite=default evaluations run, so a batch that stopped
 # part-way completes with the same command. A finished run of other overrides (the same OUT_DIR with
@@ -31,6 +34,8 @@ out=$1; shift
 seeds=${SEEDS-1 2 3}
 recipes=${RECIPES-ppo.policy.model=mlp ppo.policy.model=rnn}
 parallel=${PARALLEL:-1}
+final=${FINAL_SUITE:-families}
+suites=${SUITES-ood default}
 py=${PYTHON:-python}
 [ -n "${seeds//[[:space:]]/}" ] || bad "SEEDS is empty; give the seeds, e.g. SEEDS=\"1 2 3\""
 declare -A given=()
@@ -48,6 +53,10 @@ for recipe in $recipes; do
   given[r$name]=$recipe
 done
 [[ $parallel =~ ^[1-9][0-9]*$ ]] || bad "PARALLEL=$parallel; allowed: an integer >= 1"
+for suite in $final $suites; do
+  [ -f "$(dirname "$0")/../configs/suites/$suite.yaml" ] ||
+    bad "suite '$suite' (FINAL_SUITE/SUITES) is not in configs/suites; allowed: $(cd "$(dirname "$0")/../configs/suites" && ls *.yaml | sed 's/\.yaml$//' | tr '\n' ' ')"
+done
 [ ! -e "$out" ] || [ -d "$out" ] || bad "OUT_DIR $out exists and is not a directory"
 mkdir -p "$out" || bad "OUT_DIR $out cannot be made"
 
@@ -83,11 +92,11 @@ if had != sorted(given):
     sys.exit(1)' "$record" "$@"
 }
 
-one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on suite=ood and suite=default
+one() {  # recipe seed: train (final evaluation on FINAL_SUITE), then evaluate on each of SUITES
   local recipe=$1 seed=$2 name=${1//[^A-Za-z0-9_.-]/_} rc=0 suite differ
   local dir="$out/$name/seed_$seed" log="$out/$name/seed_$seed.log" args
   mapfile -t args < <(overrides "$recipe")
-  args=(eval.suite=families "${extra[@]}" "${args[@]}" seed="$seed")
+  args=(eval.suite="$final" "${extra[@]}" "${args[@]}" seed="$seed")
   mkdir -p "$out/$name"
   rm -f "$dir.failed"
   echo "[learning_seeds] $(date '+%F %T') $recipe seed $seed" >>"$log"
@@ -104,7 +113,7 @@ one() {  # recipe seed: train (final evaluation on eval.suite), then evaluate on
   else
     $py -m navexp.train "${args[@]}" hydra.run.dir="$dir" >>"$log" 2>&1 || rc=$?
   fi
-  for suite in ood default; do
+  for suite in $suites; do
     [ "$rc" -eq 0 ] || break
     compgen -G "$dir/eval_*suite-$suite*.json" >/dev/null && continue  # evaluated before
     $py -m navexp.evaluate checkpoint="$dir" suite="$suite" >>"$log" 2>&1 || rc=$?
@@ -124,13 +133,14 @@ for recipe in $recipes; do
 done
 wait
 tables=""  # the tables navexp.compare could not write (its error above)
-$py -m navexp.compare "$out" out="$out/families.md" || tables="$tables families.md"
-$py -m navexp.compare "$out" eval='eval_*suite-ood*.json' out="$out/ood.md" || tables="$tables ood.md"
-$py -m navexp.compare "$out" eval='eval_*suite-default*.json' out="$out/default.md" || tables="$tables default.md"
+$py -m navexp.compare "$out" out="$out/$final.md" || tables="$tables $final.md"
+for suite in $suites; do
+  $py -m navexp.compare "$out" eval="eval_*suite-$suite*.json" out="$out/$suite.md" || tables="$tables $suite.md"
+done
 : >"$out/entries.md"
-for suite in families ood default; do
+for suite in $final $suites; do
   glob="eval_*suite-$suite*.json"
-  [ "$suite" = families ] && glob=eval.json
+  [ "$suite" = "$final" ] && glob=eval.json
   # the entry names, in the suite's order, from a finished run's evaluation
   first=$(find "$out" -name "$glob" -print -quit)
   if [ -z "$first" ]; then
