@@ -28,6 +28,7 @@ from navexp.analysis.nav_metrics import EpisodeTable, summarize
 from navexp.analysis.plots import Episode
 from navexp.config.run_config import eval_env_cfg
 from navexp.learn.checkpoint import check_compatible, check_model, check_robot
+from navexp.learn.cores import recheck
 from navexp.learn.models import reset_hidden
 from navexp.learn.rl_cfg import build_actor
 from navexp.task.env import NavEnv
@@ -83,8 +84,10 @@ def run_episodes(
     step its episode ends (``navexp.learn.models.reset_hidden``). ``on_round(env)`` runs after
     each round's reset and ``on_step(env, active)`` after each step (``active`` [N] bool: worlds whose
     episode was running before the step); ``progress(finished)`` every PROGRESS_EVERY_S seconds with
-    the episodes finished so far (one host read then). Returns one row per episode: end reason,
-    duration, path length (m), waiting time (s below ``WAIT_SPEED_MPS``), case (``episode_cases``).
+    the episodes finished so far (one host read then). After each step the process's share of the
+    host's cores is re-checked (``navexp.learn.cores.recheck``, at most once a second). Returns one row
+    per episode: end reason, duration, path length (m), waiting time (s below ``WAIT_SPEED_MPS``), case
+    (``episode_cases``).
     """
     parts: list[EpisodeTable] = []
     done = 0
@@ -110,6 +113,7 @@ def run_episodes(
             waiting += (active & (env.state.vel_world.norm(dim=-1) < WAIT_SPEED_MPS)).long()
             if on_step is not None:
                 on_step(env, active)
+            recheck()  # this process's share of the host's cores, as other navexp processes come and go
             if progress is not None and time.monotonic() >= next_report:
                 progress(done + int(env.held[: min(n, total - done)].sum()))
                 next_report = time.monotonic() + PROGRESS_EVERY_S

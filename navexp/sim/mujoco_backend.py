@@ -1,7 +1,8 @@
 """Classic MuJoCo backend for the CPU: the same scene, layouts and tensor contract as WarpSim.
 
-Everything per world runs in ``mujoco.rollout``'s persistent C++ thread pool over all cores; Python
-never loops over worlds or substeps while stepping. One control step is two threaded rollouts:
+Everything per world runs in ``mujoco.rollout``'s persistent C++ thread pool over all cores (or the
+process's share of them, ``set_pool_threads``); Python never loops over worlds or substeps while
+stepping. One control step is two threaded rollouts:
 
 1. physics: ``decimation`` substeps of every world (state = time, qpos, qvel; control = servo
    targets and obstacle mocap poses), with a contact sensor read after every substep;
@@ -47,6 +48,17 @@ _UNSTABLE = (
 )
 _FULL = (mujoco.mjtWarning.mjWARN_CONTACTFULL, mujoco.mjtWarning.mjWARN_CNSTRFULL)
 
+_POOL_THREADS: int | None = None
+"""Worker threads of this process's rollout pools (``set_pool_threads``); None: ``os.cpu_count()``."""
+
+
+def set_pool_threads(threads: int | None) -> None:
+    """Size every rollout pool of this process to ``threads`` (its share of the cores): a sim built
+    without ``nthread`` takes it when built and, if it changes, from its next step on. None: new sims
+    take ``os.cpu_count()`` and built ones keep their size."""
+    global _POOL_THREADS
+    _POOL_THREADS = None if threads is None else max(1, int(threads))
+
 
 class MujocoSim:
     """``num_worlds`` copies of the scene stepped by classic MuJoCo on the CPU (same API as WarpSim)."""
@@ -68,13 +80,10 @@ class MujocoSim:
         # One model copy per world and per pass (sizes differ between worlds).
         self.models = [copy.copy(self.mjm) for _ in range(num_worlds)]
         self.sense_models = [copy.copy(self.sense_mjm) for _ in range(num_worlds)]
-        nthread = max(1, min(sim_spec.nthread or os.cpu_count() or 1, num_worlds))
-        self.nthread = nthread
-        self._thread_data = [mujoco.MjData(self.mjm) for _ in range(nthread)]
-        self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
-        self._rollout = rollout.Rollout(nthread=nthread)
+        self.nthread = 0
+        self._rollout: rollout.Rollout | None = None
+        self._build_pool(sim_spec.nthread or _POOL_THREADS or os.cpu_count() or 1)
         self._alloc_rollout_buffers()
-        self._warnings = self._warning_counts()
         self.qpos = torch.zeros(num_worlds, 3)
         self.qvel = torch.zeros(num_worlds, 3)
         self.ctrl = torch.zeros(num_worlds, self.mjm.nu)  # the robot's servo targets
@@ -188,6 +197,26 @@ class MujocoSim:
         self._control[:, :, self._moving_xy_cols] = xy.reshape(self.num_worlds, self.decimation, -1).numpy()
 
     # -- stepping ---------------------------------------------------------------------------
+    def _build_pool(self, nthread: int) -> None:
+        """A rollout pool of ``nthread`` workers (at most one per world), each with its own MjData per
+        pass; the rollout sets every world's state itself, so nothing carries over from an old pool."""
+        nthread = max(1, min(nthread, self.num_worlds))
+        if nthread == self.nthread:
+            return
+        if self._rollout is not None:
+            self._rollout.close()  # joins its workers
+        self.nthread = nthread
+        self._thread_data = [mujoco.MjData(self.mjm) for _ in range(nthread)]
+        self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
+        self._rollout = rollout.Rollout(nthread=nthread)
+        self._warnings = self._warning_counts()
+
+    def _follow_share(self) -> None:
+        """Resize the pool to the process's share (``set_pool_threads``) unless ``nthread`` was configured:
+        a training that gave up a core to an evaluation must not keep a worker on it."""
+        if self.sim_spec.nthread is None and _POOL_THREADS is not None:
+            self._build_pool(_POOL_THREADS)
+
     def _warning_counts(self) -> np.ndarray:
         data = (*self._thread_data, *self._sense_data)
         return np.array([[d.warning[i].number for i in (*_UNSTABLE, *_FULL)] for d in data])
@@ -202,6 +231,7 @@ class MujocoSim:
 
     def _rollout_physics(self) -> np.ndarray:
         """All worlds, ``decimation`` substeps, in the thread pool; returns the per-world contact flag."""
+        self._follow_share()
         self._load_state()
         st, u = self._state, self.ctrl.numpy()
         self._control[:, :, : u.shape[1]] = u[:, None, :]
@@ -292,6 +322,7 @@ class MujocoSim:
         ids = None if changed is None else changed.nonzero().flatten().numpy()
         if ids is not None and ids.size == 0:
             return
+        self._follow_share()
         self._load_state(ids)
         self._sense(ids)
 
