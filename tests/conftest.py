@@ -34,6 +34,17 @@ NO_MEDIA = ["eval.plot_episodes=0", "eval.video_episodes=0"]
 """No trajectory figures or GIF at the end of a tiny run (tests that check them leave these out)."""
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cores_registry(tmp_path_factory):
+    """The tests' own core-sharing registry (navexp/learn/cores.py): a test counts only the navexp
+    processes it starts, not trainings running on the host, which would change its threads and make an
+    evaluation or a play run by a test yield to them (a lowered priority, one more console line)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("NAVEXP_CORES_DIR", str(tmp_path_factory.mktemp("cores")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """``tiny_run(overrides) -> run dir``: a finished in-process training (``navexp.train.run``) with
