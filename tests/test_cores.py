@@ -200,8 +200,9 @@ def _pool_env(*overrides: str):
 
 def test_the_mujoco_pool_follows_the_process_share(monkeypatch):
     """A sim built while the process's share is 2 runs 2 pool workers; when the share drops to 1 its
-    next step runs 1 (one OS thread fewer in the process: the old pool's workers are joined), and the
-    worlds move exactly as in a sim that ran 1 worker throughout. ``env.sim.nthread=2`` (configured) keeps
+    next step runs on the calling thread alone (two OS threads fewer in the process: the old pool's
+    workers are joined; a pool of 1 would only hand over each rollout), and the worlds move exactly as
+    in a sim that ran 1 thread throughout. ``env.sim.nthread=2`` (configured) keeps
     2 (before: a pool kept the size it was built with, so a training that gave a core to an evaluation
     kept a worker on it)."""
     monkeypatch.setattr(mujoco_backend, "_POOL_THREADS", None)
@@ -216,7 +217,7 @@ def test_the_mujoco_pool_follows_the_process_share(monkeypatch):
         actions = torch.tensor([[0.5, 0.2, 0.1], [-0.3, 0.4, 0.0], [0.2, -0.5, 0.3], [0.3, 0.3, -0.4]])
         tasks = len(os.listdir("/proc/self/task"))
         follows.sim._follow_share()  # what the next step does first
-        assert len(os.listdir("/proc/self/task")) == tasks - 1
+        assert len(os.listdir("/proc/self/task")) == tasks - 2  # 2 workers joined, the caller steps
         assert follows.sim.nthread == 1 and len(follows.sim._thread_data) == len(follows.sim._sense_data) == 1
         for _ in range(5):
             for env in (follows, fixed, single):

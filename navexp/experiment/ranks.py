@@ -29,7 +29,7 @@ def agree_on_run_dir(run_dir: Path, ckpt: dict | None, resume: str | None, ctx: 
 def rank_record(ctx: DistContext, env: NavEnv, runner: NavRunner, seed: int) -> dict:
     """What one rank runs with (printed by the rank, gathered into run_info.json by rank 0)."""
     torch_threads = torch.get_num_threads()
-    sim_threads = getattr(getattr(env.sim, "_rollout", None), "nthread", None)  # classic MuJoCo's pool
+    sim_threads = getattr(env.sim, "nthread", None)  # classic MuJoCo's rollout threads
     rec = {
         "rank": ctx.rank,
         "local_rank": ctx.local_rank,

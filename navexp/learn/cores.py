@@ -9,7 +9,8 @@ final evaluation, trials run one after another in a sweeper's process). A proces
 drops its lock, so the count of held locks is the number of live navexp processes.
 
 Each takes ``usable cores // processes`` torch threads (at least 1), and every classic-MuJoCo rollout
-pool of the process is sized to the same share (``navexp.sim.mujoco_backend.set_pool_threads``). The
+pool of the process is sized to the same share (``navexp.sim.mujoco_backend.set_pool_threads``; a share
+of 1 steps on the calling thread). The
 share follows the host: a training re-checks after every PPO iteration, an evaluation or a play at
 most every ``RECHECK_S`` seconds while its episodes run (``recheck``), so a process started alone gives
 up cores when another starts and takes them back when it ends. An evaluation that kept the two threads
@@ -102,7 +103,7 @@ def lower_priority(steps: int) -> int:
         try:
             if os.getpriority(os.PRIO_PROCESS, tid) < target:
                 os.setpriority(os.PRIO_PROCESS, tid, target)
-        except (ProcessLookupError, PermissionError):  # the thread ended meanwhile
+        except (ProcessLookupError, PermissionError):  # ended meanwhile (or not ours to change)
             pass
     return target
 
@@ -140,6 +141,7 @@ class HostShare:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             held = _HELD[self._key] = [f, 0, None]
             _ACTIVE.append(self)
+            _NEXT_CHECK[0] = 0.0  # a new registration: the first ``recheck`` applies at once
         if held[2] != TRAINING and held[2] != self.role:  # a training nested in a tool makes it a training
             held[0].seek(0)
             held[0].truncate()

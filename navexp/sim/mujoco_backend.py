@@ -198,8 +198,10 @@ class MujocoSim:
 
     # -- stepping ---------------------------------------------------------------------------
     def _build_pool(self, nthread: int) -> None:
-        """A rollout pool of ``nthread`` workers (at most one per world), each with its own MjData per
-        pass; the rollout sets every world's state itself, so nothing carries over from an old pool."""
+        """``nthread`` threads step the worlds (at most one per world), each with its own MjData per pass;
+        the rollout sets every world's state itself, so nothing carries over from an old pool. One thread
+        is the calling one: a pool of 1 worker would only hand it each rollout and wait (two wake-ups per
+        control step, each needing a core that may be busy with another process)."""
         nthread = max(1, min(nthread, self.num_worlds))
         if nthread == self.nthread:
             return
@@ -208,7 +210,7 @@ class MujocoSim:
         self.nthread = nthread
         self._thread_data = [mujoco.MjData(self.mjm) for _ in range(nthread)]
         self._sense_data = [mujoco.MjData(self.sense_mjm) for _ in range(nthread)]
-        self._rollout = rollout.Rollout(nthread=nthread)
+        self._rollout = rollout.Rollout(nthread=0 if nthread == 1 else nthread)  # 0: on the calling thread
         self._warnings = self._warning_counts()
 
     def _follow_share(self) -> None:
