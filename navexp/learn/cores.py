@@ -24,7 +24,7 @@ the host lowers its own scheduling priority by ``NAVEXP_YIELD_NICE`` (default 10
 thread of the process, as Linux keeps a niceness per thread), once, and keeps it. The training is the
 job; an evaluation beside it is background work, so whenever both want the same core (an evaluation
 between two share checks, a pool worker and an interpreter thread both runnable) the scheduler gives
-the training the core (about 10:1 at 10 steps of niceness). ``NAVEXP_YIELD_NICE=0`` keeps the priority.
+the training the core (about 9:1 at 10 steps of niceness). ``NAVEXP_YIELD_NICE=0`` keeps the priority.
 
 ``NAVEXP_SHARE_CORES=0`` turns this off: every process takes all usable cores, as before (for a
 process pinned by its own ``OMP_NUM_THREADS``/``taskset``, or to measure the difference:
