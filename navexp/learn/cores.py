@@ -10,10 +10,10 @@ drops its lock, so the count of held locks is the number of live navexp processe
 
 Each takes ``usable cores // processes`` torch threads (at least 1), and every classic-MuJoCo rollout
 pool of the process is sized to the same share (``navexp.sim.mujoco_backend.set_pool_threads``; a share
-of 1 steps on the calling thread). The
-share follows the host: a training re-checks after every PPO iteration, an evaluation or a play at
-most every ``RECHECK_S`` seconds while its episodes run (``recheck``), so a process started alone gives
-up cores when another starts and takes them back when it ends. An evaluation that kept the two threads
+of 1 steps on the calling thread). The share follows the host: a training re-checks after every PPO
+iteration, an evaluation or a play at most every ``RECHECK_S`` seconds while its episodes run
+(``recheck``), so a process started alone gives up cores when another starts and takes them back when
+it ends. An evaluation that kept the two threads
 and the two pool workers it took alone had two busy threads beside a training's one on 2 cores: the
 training kept 0.35x of its solo speed instead of about half (docs/experiments/
 2026-12-07-training-beside-evaluation.md). torch's OpenMP threads spin while they wait for work: two
