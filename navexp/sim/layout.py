@@ -343,7 +343,8 @@ def obstacle_distance(points: torch.Tensor, layout: Layout, half_x: float, half_
 def _room_walls(half_x: float, half_y: float, device) -> tuple[torch.Tensor, ...]:
     """Constants of the room's four inner faces (+x, -x, +y, -y): the coordinate each one measures
     (index [4]), its sign [4] and offset [4] (distance = offset + sign * coordinate), and which
-    coordinate its closest point fixes (mask [4, 2]) to what (value [4, 2])."""
+    coordinate its closest point fixes (mask [4, 2]) to what (value [4, 2]); then the signs [2] that
+    turn a swapped (y, x) into (y, -x) and (-y, x) (a rotation as cos v + sin swap(v) sign)."""
     key = (half_x, half_y, str(device))
     if key not in _WALL_CONSTANTS:  # made by kernels on the device (no host copy), once
         face = torch.arange(4, device=device)
@@ -352,7 +353,7 @@ def _room_walls(half_x: float, half_y: float, device) -> tuple[torch.Tensor, ...
         offset = torch.where(axis == 0, half_x, half_y).float()
         mask = torch.stack((axis == 0, axis == 1), dim=-1)
         value = torch.where(mask, (-sign * offset).unsqueeze(-1), 0.0)
-        _WALL_CONSTANTS[key] = (axis, sign, offset, mask, value)
+        _WALL_CONSTANTS[key] = (axis, sign, offset, mask, value, -sign[:2], sign[:2])
     return _WALL_CONSTANTS[key]
 
 
@@ -386,11 +387,11 @@ def nearest_obstacle(
     c_cyl = cxy + rel / norm.unsqueeze(-1) * r.unsqueeze(-1)
     # Boxes (and walls): the distance in the box frame q = R(-yaw)(p - c) (R(-yaw): cos, -sin).
     xy, half, yaw, active = layout.boxes_and_walls()
-    xy, half, yaw = xy.unsqueeze(1), half.unsqueeze(1), yaw.unsqueeze(1)
-    cos, sin = torch.cos(yaw), torch.sin(yaw)
+    axis, sign, offset, mask, value, to_box, to_world = _room_walls(half_x, half_y, points.device)
+    xy, half, yaw = xy.unsqueeze(1), half.unsqueeze(1), yaw.unsqueeze(1).unsqueeze(-1)
+    cos, sin = torch.cos(yaw), torch.sin(yaw)  # [K, 1, B+W, 1]
     v = p - xy
-    vx, vy = v.unbind(-1)
-    q = torch.stack((cos * vx + sin * vy, cos * vy - sin * vx), dim=-1)  # [K, P, B+W, 2]
+    q = cos * v + sin * (v.flip(-1) * to_box)  # (cos vx + sin vy, cos vy - sin vx) [K, P, B+W, 2]
     excess = q.abs() - half
     deepest = excess.max(dim=-1).values
     d_box = torch.where(
@@ -401,10 +402,8 @@ def nearest_obstacle(
     x_face = excess[..., :1] > excess[..., 1:]
     to_face = torch.cat((x_face, ~x_face), dim=-1) & (deepest < 0).unsqueeze(-1)
     q_near = torch.where(to_face, torch.sign(q) * half, torch.clamp(q, -half, half))
-    qx, qy = q_near.unbind(-1)
-    c_box = xy + torch.stack((cos * qx - sin * qy, sin * qx + cos * qy), dim=-1)
+    c_box = xy + (cos * q_near + sin * (q_near.flip(-1) * to_world))  # R(yaw) q_near
     # The room's four inner faces.
-    axis, sign, offset, mask, value = _room_walls(half_x, half_y, points.device)
     d_wall = offset + sign * points.index_select(-1, axis)  # [K, P, 4]
     c_wall = torch.where(mask, value, p)  # [K, P, 4, 2]
     dist, arg = torch.cat((d_cyl, d_box, d_wall), dim=-1).min(dim=-1)
