@@ -4,7 +4,8 @@
 Finds the runs under the given folders (a sweep dir, a multirun dir, ``outputs/``), groups the
 finished ones by their resolved config other than ``seed`` (or by the config keys ``by=``) and prints
 the settings every run shares, then per group ``n_runs``, the success rate's mean, 95 % interval and
-IQM (from 4 runs), and the other evaluation metrics, rates in percent, and a legend; runs without
+IQM (from 4 runs), and the other evaluation metrics (moving collisions and the time waited when a run
+had moving obstacles), rates in percent, and a legend; runs without
 eval.json are listed as unfinished, runs with a file that cannot be read as unreadable (file, reason).
 ``out=`` writes the table (CSV, or Markdown for
 ``.md``) and beside it ``<stem>_success.png`` and ``<stem>_profile.png`` (``navexp.analysis.compare``).

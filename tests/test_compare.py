@@ -469,3 +469,78 @@ def test_console_verbosity_and_the_env_label_never_split_a_group(tmp_path):
     result = compare.main([str(root)])
     assert [r["n_runs"] for r in result.rows] == [2]
     assert result.rows[0]["success_rate_mean"] == pytest.approx(0.70)
+
+
+def add_moving(run: Path, moving: float, wait_s: float, entry: str | None = None) -> None:
+    """eval.json of ``run`` (or of its suite ``entry``) gains what an evaluation since issue 50 writes:
+    ``moving_collision_rate`` (a fraction of the episodes) and ``mean_wait_s`` (seconds)."""
+    path = run / "eval.json"
+    ev = json.loads(path.read_text())
+    figures = ev["entries"].setdefault(entry, {"success_rate": 0.75}) if entry else ev
+    figures.update(moving_collision_rate=moving, mean_wait_s=wait_s)
+    path.write_text(json.dumps(ev))
+
+
+def test_moving_collisions_and_waiting_are_columns_when_a_run_had_moving_obstacles(tmp_path, capsys):
+    """Runs with moving slots (env.dynamic.cylinder_slots=3), 8 evaluation episodes each: clip 0.1's
+    runs had 2 and 0 moving collisions (2/8 = 25 %, 0 %: mean 12.5 %) and waited 1.5 s and 2.5 s (mean
+    2.000 s); clip 0.2's one run 4 of 8 (50.0 %), 0.25 s. Printed, in the CSV and the .md table: in
+    percent like the other rates, the waiting time in seconds; the legend says so."""
+    root = tmp_path / "runs"
+    extra = ["env.dynamic.cylinder_slots=3"]
+    for name, clip, seed, moving, wait in (
+        ("a1", "0.1", 1, 2 / 8, 1.5),
+        ("a2", "0.1", 2, 0 / 8, 2.5),
+        ("b1", "0.2", 1, 4 / 8, 0.25),
+    ):
+        add_moving(make_run(root, name, clip, seed, 0.75, extra=extra), moving, wait)
+    result = compare.main([str(root)])
+    rows = {r["ppo.algorithm.clip_param"]: r for r in result.rows}
+    assert rows["0.1"]["moving_collision_rate_mean"] == pytest.approx(0.125)
+    assert rows["0.1"]["mean_wait_s_mean"] == pytest.approx(2.0)
+    assert rows["0.2"]["moving_collision_rate_mean"] == pytest.approx(0.5)
+    out = capsys.readouterr().out
+    head = "| barn_score_mean | moving_collision_rate_mean | mean_wait_s_mean |"
+    assert head in out
+    assert "| - | 12.5 | 2.000 |" in out and "| - | 50.0 | 0.250 |" in out
+    assert "mean_wait_s: seconds waited" in out
+    compare.main([str(root), f"out={tmp_path / 'table.csv'}"])
+    with open(tmp_path / "table.csv") as f:
+        table = {r["ppo.algorithm.clip_param"]: r for r in csv.DictReader(f)}
+    assert (table["0.1"]["moving_collision_rate_mean"], table["0.1"]["mean_wait_s_mean"]) == ("12.5", "2.0")
+    compare.main([str(root), f"out={tmp_path / 'table.md'}"])
+    assert "| - | 50.0 | 0.250 |" in (tmp_path / "table.md").read_text()
+
+
+def test_static_runs_keep_their_columns_whether_or_not_eval_json_has_the_moving_keys(tree, capsys):
+    """The tree's static runs (no moving slots), first as old eval.json files left them (no moving
+    keys), then as today's evaluation writes them (moving_collision_rate 0, mean_wait_s 0.7): the same
+    columns both times, none of them for moving obstacles, and the same legend."""
+    compare.main([str(tree)])
+    before = capsys.readouterr().out
+    for name, (_, _, success) in RUNS.items():
+        if success is not None:
+            add_moving(tree / name, 0.0, 0.7)
+    result = compare.main([str(tree)])
+    after = capsys.readouterr().out
+    assert after == before
+    assert not [k for k in result.rows[0] if "moving" in k or "wait" in k]
+
+
+def test_an_entry_with_moving_collisions_shows_them_and_the_static_main_entry_does_not(tmp_path, capsys):
+    """Two static runs (no moving slots) evaluated on a suite with a moving entry `dynamic` (success
+    75 %): run a1 had 2 moving collisions in 8 episodes there (25.0 %) and waited 3.0 s, a2 none and
+    1.0 s. entry=dynamic: the row shows (25 + 0) / 2 = 12.5 % and (3 + 1) / 2 = 2.000 s; the main entry
+    (static, moving_collision_rate 0) has no such columns."""
+    root = tmp_path / "runs"
+    for name, seed, moving, wait in (("a1", 1, 2 / 8, 3.0), ("a2", 2, 0.0, 1.0)):
+        run = make_run(root, name, "0.1", seed, 0.80)
+        add_moving(run, 0.0, 0.5)
+        add_moving(run, moving, wait, entry="dynamic")
+    (row,) = compare.main([str(root), "entry=dynamic"]).rows
+    assert row["entry"] == "dynamic" and row["success_rate_mean"] == pytest.approx(0.75)
+    assert row["moving_collision_rate_mean"] == pytest.approx(0.125)
+    assert row["mean_wait_s_mean"] == pytest.approx(2.0)
+    assert "| 12.5 | 2.000 |" in capsys.readouterr().out
+    (row,) = compare.main([str(root)]).rows
+    assert not [k for k in row if "moving" in k or "wait" in k]

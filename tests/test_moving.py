@@ -437,3 +437,77 @@ def test_trajectory_figures_draw_each_moving_obstacles_track():
     assert len(tracks) == 2 and np.allclose(tracks[1].get_xydata()[-1], [-1.0, 1.0])
     assert len(bodies) == 2 and bodies[0].radius == pytest.approx(0.3)
     assert (bodies[1].get_width(), bodies[1].get_height()) == pytest.approx((0.8, 0.4))
+
+
+def test_the_fused_motion_equals_the_old_formulas_for_every_model_over_200_steps():
+    """recipe=dynamic's layouts (static cylinders, boxes and walls; 2-4 moving obstacles of all four
+    models), 64 worlds for 200 control steps (20 s), about 1 world in 10 held each step and a quarter
+    of them restarted at step 100: after every step the fused ``Motion.advance`` (one masked pass, one
+    lean nearest-surface query) puts every moving obstacle where the old per-model formulas
+    (tests/reference_motion.py) do, within 1e-6 m, keeps the same bounce velocities and crossing
+    legs, and an obstacle of every model ended more than 1 m from its start."""
+    from reference_motion import ReferenceMotion
+
+    env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=64", "seed=5")
+    lay, n = env.layout, 64
+    assert lay.wall_slots > 0 and bool(lay.cyl_active.any()) and bool(lay.box_active.any())
+    assert set(lay.mov_mode.unique().tolist()) == {0, LOOP, BACK_AND_FORTH, BOUNCE, CROSSING}
+    args = (n, lay.moving_slots, env.half_x, env.half_y, DT, "cpu")
+    fused, old = Motion(*args), ReferenceMotion(*args)
+    gen = torch.Generator().manual_seed(0)
+    for m in (fused, old):
+        m.reset(torch.ones(n, dtype=torch.bool), lay)
+    start, worst = fused.pos.clone(), 0.0
+    bounce = lay.mov_mode == BOUNCE
+    for step in range(200):
+        active = torch.rand(n, generator=gen) > 0.1
+        if step == 100:
+            restart = torch.rand(n, generator=gen) < 0.25
+            fused.reset(restart, lay)
+            old.reset(restart, lay)
+        fused.advance(active, lay)
+        old.advance(active, lay)
+        worst = max(worst, float((fused.pos - old.pos).abs().max()))
+        assert torch.equal(fused.vel[bounce], old.vel[bounce]) and torch.equal(fused.leg, old.leg), step
+    assert worst <= 1e-6, worst
+    travel = (fused.pos - start).norm(dim=-1)
+    for mode in (LOOP, BACK_AND_FORTH, BOUNCE, CROSSING):
+        assert float(travel[lay.mov_mode == mode].max()) > 1.0, mode
+
+
+def test_the_lean_nearest_obstacle_query_equals_the_old_one():
+    """64 random layouts (6 cylinder, 4 box and 3 wall slots, turned every way, some inactive) and 9
+    points each, one inside a box: the distance and closest point of ``nearest_obstacle`` (yaw turned
+    once, the room's faces from constants) are those of the old query (tests/reference_motion.py),
+    bit for bit."""
+    from reference_motion import nearest_obstacle as old_nearest
+
+    from navexp.sim.layout import nearest_obstacle
+
+    g = torch.Generator().manual_seed(0)
+    k, c, b, w = 64, 6, 4, 3
+    uniform = lambda lo, hi, *shape: torch.rand(*shape, generator=g) * (hi - lo) + lo  # noqa: E731
+    lay = Layout.empty(k, c, b, "cpu", wall_slots=w)
+    lay.cyl_xy, lay.cyl_r, lay.cyl_active = (
+        uniform(-4, 4, k, c, 2),
+        uniform(0.1, 0.6, k, c),
+        uniform(0, 1, k, c) > 0.3,
+    )
+    lay.box_xy, lay.box_half, lay.box_yaw = (
+        uniform(-4, 4, k, b, 2),
+        uniform(0.1, 1.1, k, b, 2),
+        uniform(-4, 4, k, b),
+    )
+    lay.box_active = uniform(0, 1, k, b) > 0.3
+    lay.wall_xy, lay.wall_half, lay.wall_yaw = (
+        uniform(-4, 4, k, w, 2),
+        uniform(0.05, 1, k, w, 2),
+        uniform(-4, 4, k, w),
+    )
+    lay.wall_active = uniform(0, 1, k, w) > 0.3
+    points = uniform(-4.5, 4.5, k, 9, 2)
+    points[:, 0] = lay.box_xy[:, 0] + 0.01  # inside the first box
+    dist, closest = nearest_obstacle(points, lay, 4.0, 3.0)
+    old_dist, old_closest = old_nearest(points, lay, 4.0, 3.0)
+    assert torch.equal(dist, old_dist) and torch.equal(closest, old_closest)
+    assert bool((dist[:, 0] < 0)[lay.box_active[:, 0]].all())  # the points inside a box read negative

@@ -269,3 +269,95 @@ def test_the_lidar_fan_does_not_cover_the_room(recorded):
     changed = (pixels() != with_fan).any(axis=2).mean()
     assert changed < 0.10, changed
     plt.close(fig)
+
+
+VIOLET = np.array([238, 130, 238])  # matplotlib's "violet", a moving obstacle's face (plots.MOVING_STYLE)
+
+
+def _moving_episode() -> Episode:
+    """2 s (21 states at 0.1 s) of a robot standing at (-3, -3) while a 0.4 m moving cylinder walks
+    from (-2, 1) along +x at 1 m/s: at step k its centre is (-2 + 0.1 k, 1), (0, 1) at the last step.
+    A second moving slot is out of play (mode 0), its track at (2, -2)."""
+    t = np.arange(21) * 0.1
+    track = np.zeros((21, 2, 2))
+    track[:, 0] = np.stack((-2.0 + t, np.ones(21)), axis=1)
+    track[:, 1] = [2.0, -2.0]
+    layout = {
+        "goal_xy": np.array([3.0, 3.0]),
+        "mov_mode": np.array([2, 0]),
+        "mov_size": np.array([[0.4, 0.4], [0.3, 0.3]]),
+        "mov_is_box": np.array([False, False]),
+        "mov_track": track,
+    }
+    pos = np.full((21, 2), -3.0)
+    return Episode(layout, pos, np.zeros(21), np.zeros(21), np.full((21, 72), 3.0), 4)  # 4: time_out
+
+
+def _rgb_at(frame: np.ndarray, anim: EpisodeAnimator, xy, dpi: int = 72) -> np.ndarray:
+    """The GIF frame's colour at world point ``xy`` (the axes' data transform, scaled to the GIF's dpi;
+    image rows count from the top)."""
+    px, py = anim.ax.transData.transform(xy) * dpi / anim.fig.dpi
+    return frame[int(round(frame.shape[0] - py)), int(round(px))].astype(int)
+
+
+def _is_violet(rgb: np.ndarray) -> bool:
+    return bool(np.abs(rgb - VIOLET).max() <= 20)
+
+
+def test_the_video_draws_moving_obstacles_where_they_are_in_each_frame(recorded, tmp_path):
+    """The GIF of the scripted episode, 21 frames: frame 0 shows the cylinder's violet at its start
+    (-2, 1) and not at (0, 1); frame 10 at (-1, 1); frame 20 at (0, 1) and 0.3 m either side of it along
+    x (inside its 0.4 m radius), and no longer at the start, 2 m behind. The slot out of play is never
+    drawn: the floor's white at (2, -2)."""
+    _, info = recorded
+    ep = _moving_episode()
+    path = tmp_path / "moving.gif"
+    assert write_video([ep], info, path, fps=10, max_frames=300, lidar=False) == 21
+    anim = EpisodeAnimator([ep], info, lidar=False)  # the same figure: its transform maps metres to pixels
+    anim.draw(0)
+    frames = []
+    with Image.open(path) as im:
+        for j in (0, 10, 20):
+            im.seek(j)
+            frames.append(np.asarray(im.convert("RGB")))
+    try:
+        first, middle, last = frames
+        assert _is_violet(_rgb_at(first, anim, (-2.0, 1.0)))
+        assert not _is_violet(_rgb_at(first, anim, (0.0, 1.0)))
+        assert _is_violet(_rgb_at(middle, anim, (-1.0, 1.0)))
+        for x in (-0.3, 0.0, 0.3):
+            assert _is_violet(_rgb_at(last, anim, (x, 1.0))), x
+        floor = _rgb_at(last, anim, (1.0, -1.0))  # an empty point of the room: white (252 in the palette)
+        assert (floor >= 250).all()
+        assert (_rgb_at(last, anim, (-2.0, 1.0)) == floor).all()  # the start: the bare floor again
+        assert all((_rgb_at(f, anim, (2.0, -2.0)) == floor).all() for f in frames)
+    finally:
+        anim.close()
+
+
+def test_a_recorded_moving_scenario_moves_the_obstacles_in_the_video(tmp_path):
+    """The shipped moving scenario's crossing person (a 0.25 m cylinder from (0, -3) to (0, 3) at
+    1 m/s, back and forth), recorded for 1 s: each frame's moving patch sits at the recorded track's
+    position for that step, 0.1 m further each step."""
+    from navexp.analysis.plots import scene_info
+    from navexp.analysis.rollout import evaluate
+    from navexp.config.run_config import eval_env_cfg
+    from navexp.task.env import NavEnv
+
+    overrides = ["env=dynamic", "env.scenarios=moving", "env.num_envs=1", "env.episode_length_s=1.0"]
+    cfg = compose_config([*BASE, *overrides, "eval.num_episodes=1"])
+    env = NavEnv(eval_env_cfg(cfg))
+    _, (ep,) = evaluate(lambda obs: torch.zeros(1, env.num_actions), env, 1, record=True)
+    anim = EpisodeAnimator([ep], scene_info(env), lidar=False)
+    try:
+        centres = []
+        for j in range(len(anim.plan)):
+            anim.draw(j)
+            (patch,) = [p for p in anim.ax.patches if p.get_gid() == "moving"]
+            assert np.allclose(patch.center, ep.layout["mov_track"][j, 0])
+            centres.append(patch.center)
+        assert patch.radius == pytest.approx(0.25)
+        steps = np.diff(np.array(centres), axis=0)
+        assert np.allclose(steps, [0.0, 0.1], atol=1e-4), steps
+    finally:
+        anim.close()

@@ -34,6 +34,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from navexp.analysis.run_groups import Group, group_runs  # noqa: E402
@@ -42,6 +43,9 @@ from navexp.config.aliases import translate_key  # noqa: E402
 
 METRICS = ("collision_rate", "timeout_rate", "spl", "barn_score")
 """Evaluation metrics averaged per group besides the success rate (eval.json top level)."""
+MOVING_METRICS = ("moving_collision_rate", "mean_wait_s")
+"""Metrics of moving obstacles (issue 50), averaged per group only when a compared run had moving
+obstacles (``had_moving``): a table of static runs keeps its columns."""
 COLUMNS = (
     "n_runs",
     "success_rate_mean",
@@ -59,6 +63,8 @@ LEGEND = (
     "spl, barn_score: 0-1"
 )
 """The line under every table: what its figures are."""
+MOVING_LEGEND = "; moving_collision_rate: contacts with moving obstacles; mean_wait_s: seconds waited"
+"""Added to the legend when the table has the moving obstacles' columns."""
 
 
 def success_interval(rates: np.ndarray, single: dict | None = None) -> tuple[float, float]:
@@ -77,8 +83,22 @@ def success_interval(rates: np.ndarray, single: dict | None = None) -> tuple[flo
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def summarize(group: Group) -> dict[str, Any]:
-    """One table row: the grouping values, n_runs, success mean/interval/IQM, the other metrics' means."""
+def had_moving(run: Run) -> bool:
+    """Whether a finished run was evaluated with moving obstacles: its config compiles moving slots
+    (``env.dynamic``), or its figures count a moving collision (a suite entry with moving obstacles).
+    eval.json of a static run holds ``moving_collision_rate`` 0 and a ``mean_wait_s`` too, so the keys
+    alone do not tell."""
+    slots = sum(
+        int(OmegaConf.select(run.config, f"env.dynamic.{k}", default=0) or 0)
+        for k in ("cylinder_slots", "box_slots")
+    )
+    rate = (run.metrics or {}).get("moving_collision_rate")
+    return slots > 0 or (isinstance(rate, int | float) and rate > 0)
+
+
+def summarize(group: Group, moving: bool = False) -> dict[str, Any]:
+    """One table row: the grouping values, n_runs, success mean/interval/IQM, the other metrics' means
+    (with ``moving``, those of ``MOVING_METRICS`` too)."""
     done = [r.metrics for r in group.runs]
     rates = np.array([m["success_rate"] for m in done], dtype=float)
     lo, hi = success_interval(rates, done[0])
@@ -90,7 +110,7 @@ def summarize(group: Group) -> dict[str, Any]:
         success_rate_ci95_high=hi,
         success_rate_iqm=float(stats.trim_mean(rates, 0.25)) if len(rates) >= IQM_MIN_RUNS else None,
     )
-    for name in METRICS:
+    for name in METRICS + (MOVING_METRICS if moving else ()):
         values = [m.get(name) for m in done if isinstance(m.get(name), int | float)]
         row[f"{name}_mean"] = float(np.mean(values)) if values else None
     for entry in sorted({e for m in done for e in (m.get("entries") or {})}):
@@ -178,7 +198,8 @@ def compare(
         check_one_main_entry(finished)
     groups = grouping.groups
     rates = [np.array([r.metrics["success_rate"] for r in g.runs], dtype=float) for g in groups]
-    rows = [({"entry": entry} if entry else {}) | summarize(g) for g in groups]
+    moving = any(had_moving(r) for r in finished)
+    rows = [({"entry": entry} if entry else {}) | summarize(g, moving) for g in groups]
     unfinished = [r.path for r in runs if r.metrics is None]
     return Comparison(rows, rates, unfinished, found.unreadable, grouping.shared, grouping.hidden)
 
@@ -195,7 +216,7 @@ def columns(rows: list[dict]) -> list[str]:
 def is_rate(column: str) -> bool:
     """A column holding a rate (success, collision, timeout: printed and written in percent)."""
     name = column.rsplit(".", 1)[-1]
-    return name.startswith(("success_rate", "collision_rate", "timeout_rate"))
+    return name.startswith(("success_rate", "collision_rate", "timeout_rate", "moving_collision_rate"))
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
@@ -229,7 +250,8 @@ def report(comparison: Comparison) -> str:
     if comparison.shared:
         shared = " ".join(f"{k}={v}" for k, v in comparison.shared.items())
         parts.append(f"same in every run compared: {shared}")
-    parts += [markdown(comparison.rows), LEGEND]
+    moving = any(f"{MOVING_METRICS[0]}_mean" in r for r in comparison.rows)
+    parts += [markdown(comparison.rows), LEGEND + (MOVING_LEGEND if moving else "")]
     if comparison.hidden:
         keys = comparison.hidden
         more = f" and {len(keys) - 6} more" if len(keys) > 6 else ""

@@ -224,21 +224,42 @@ def speed_bar(fig, axes, info: SceneInfo, **kw) -> None:
     bar.ax.tick_params(labelsize=7)
 
 
+MOVING_STYLE = {"fc": "violet", "ec": "purple"}
+"""Face and edge colour of a moving obstacle (figures and videos)."""
+
+
+def moving_slots(layout: dict[str, np.ndarray]) -> np.ndarray:
+    """The moving obstacles in play (slots with a motion model) that have a recorded ``mov_track``
+    [T+1, M, 2]; empty for a layout without them."""
+    if layout.get("mov_track") is None or layout.get("mov_mode") is None:
+        return np.zeros(0, dtype=int)
+    return np.flatnonzero(np.asarray(layout["mov_mode"]) > 0)
+
+
+def moving_patch(layout: dict[str, np.ndarray], j: int, xy) -> Circle | Rectangle:
+    """Moving obstacle ``j`` to scale at ``xy``: a circle of its radius, or its axis-aligned box."""
+    hx, hy = layout["mov_size"][j]
+    x, y = xy
+    if layout["mov_is_box"][j]:
+        return Rectangle((x - hx, y - hy), 2 * hx, 2 * hy, gid="moving", **MOVING_STYLE)
+    return Circle((x, y), hx, gid="moving", **MOVING_STYLE)
+
+
+def move_patch(patch: Circle | Rectangle, xy) -> None:
+    """Put a ``moving_patch`` at ``xy`` (its centre)."""
+    if isinstance(patch, Circle):
+        patch.center = (float(xy[0]), float(xy[1]))
+    else:
+        patch.set_xy((float(xy[0]) - patch.get_width() / 2, float(xy[1]) - patch.get_height() / 2))
+
+
 def draw_moving(ax, layout: dict[str, np.ndarray]) -> None:
     """Each moving obstacle's track over the episode (``mov_track`` [T+1, M, 2], recorded by the rollout),
     dashed, and the obstacle where the episode ended, to scale (nothing for a layout without them)."""
-    track, mode = layout.get("mov_track"), layout.get("mov_mode")
-    if track is None or mode is None:
-        return
-    for j in np.flatnonzero(np.asarray(mode) > 0):
-        xy, (hx, hy) = track[:, j], layout["mov_size"][j]
+    for j in moving_slots(layout):
+        xy = layout["mov_track"][:, j]
         ax.plot(xy[:, 0], xy[:, 1], ls="--", lw=1.0, color="magenta", alpha=0.7, gid="moving_track")
-        x, y = xy[-1]
-        if layout["mov_is_box"][j]:
-            patch = Rectangle((x - hx, y - hy), 2 * hx, 2 * hy, fc="violet", ec="purple", gid="moving")
-        else:
-            patch = Circle((x, y), hx, fc="violet", ec="purple", gid="moving")
-        ax.add_patch(patch)
+        ax.add_patch(moving_patch(layout, j, xy[-1]))
 
 
 def grid_figure(episodes: list[Episode], info: SceneInfo, max_panels: int = 16):

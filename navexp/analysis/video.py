@@ -1,7 +1,8 @@
 """Animated top-down videos of recorded episodes (matplotlib.animation, no renderer).
 
-Each frame draws the room, the obstacles and the goal (``plots.draw_scene``), the robot at its radius
-with a heading mark, the path so far and, optionally, the LiDAR beams of that step. Episodes follow one
+Each frame draws the room, the obstacles and the goal (``plots.draw_scene``), the moving obstacles where
+they are at that step (their recorded ``mov_track``), the robot at its radius with a heading mark, the
+path so far and, optionally, the LiDAR beams of that step. Episodes follow one
 another; a GIF is written with Pillow (matplotlib's ``PillowWriter``, always available), an MP4 with
 ffmpeg (``FFMpegWriter``) only where ffmpeg is installed. ``log_gif`` puts a GIF into TensorBoard's
 Images tab (an animated image summary: ``SummaryWriter.add_video`` would need moviepy).
@@ -21,7 +22,17 @@ import numpy as np  # noqa: E402
 from matplotlib.animation import FFMpegWriter, FuncAnimation, PillowWriter, writers  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 
-from navexp.analysis.plots import END_STYLE, Episode, SceneInfo, beam_segments, draw_robot, draw_scene  # noqa: E402
+from navexp.analysis.plots import (  # noqa: E402
+    END_STYLE,
+    Episode,
+    SceneInfo,
+    beam_segments,
+    draw_robot,
+    draw_scene,
+    move_patch,
+    moving_patch,
+    moving_slots,
+)
 from navexp.learn.wandb_writer import gif_summary  # noqa: E402
 
 FORMATS = ("gif", "mp4")
@@ -88,6 +99,12 @@ class EpisodeAnimator:
         # the obstacles and the goal, which they would hide near the robot.
         self.beams = LineCollection([], colors="lightskyblue", lw=0.5, antialiased=False, zorder=0.5)
         ax.add_collection(self.beams)
+        # The moving obstacles at the episode's start; ``draw`` moves them along their recorded tracks.
+        self.moving = [
+            (j, moving_patch(ep.layout, j, ep.layout["mov_track"][0, j])) for j in moving_slots(ep.layout)
+        ]
+        for _, patch in self.moving:
+            ax.add_patch(patch)
         (self.path,) = ax.plot([], [], color="tab:blue", lw=1.5, zorder=3)
         self.body, self.heading = draw_robot(
             ax, ep.pos[0], ep.yaw[0], info.robot_radius_m, "white", "black", "robot"
@@ -95,11 +112,14 @@ class EpisodeAnimator:
         self._episode = e
 
     def draw(self, j: int) -> None:
-        """Show frame ``j``: the robot at that step, the path up to it, its beams and the time."""
+        """Show frame ``j``: the robot and the moving obstacles at that step, the path up to it, its beams
+        and the time."""
         e, k = self.plan[j]
         if e != self._episode:
             self._start_episode(e)
         ep, r = self.episodes[e], self.info.robot_radius_m
+        for m, patch in self.moving:
+            move_patch(patch, ep.layout["mov_track"][k, m])
         xy, yaw = ep.pos[k], float(ep.yaw[k])
         self.path.set_data(ep.pos[: k + 1, 0], ep.pos[: k + 1, 1])
         self.body.center = (float(xy[0]), float(xy[1]))

@@ -5,7 +5,9 @@ A moving obstacle is a mocap body: its pose is written, never integrated, so the
 calls ``Motion.advance``, which returns the obstacles' positions before and after the step; the
 backend moves the mocap bodies linearly between the two over its physics substeps
 (``Simulator.move_obstacles``). The same tensors drive both backends, so warp and mujoco see the same
-motion; nothing here reads a device value on the host.
+motion; nothing here reads a device value on the host. A step is one masked pass over the slots: every
+slot's path point, then (where a layout may steer) one steered step of the bouncing and crossing
+slots from one nearest-surface query, each slot taking its own model's.
 
 Motion models (``Layout.mov_mode``, codes in ``MODES``):
 
@@ -53,24 +55,26 @@ def polyline_point(
     ``s`` wraps at the length L; open: back and forth, ``s`` folds into a triangle wave of period 2 L).
 
     Worked case: one 4 m segment, open, s = 8 (1 m/s for 8 s) -> 8 mod 8 = 0 -> the start; s = 4 ->
-    the far end; s = 5 -> 3 m from the start on the way back."""
+    the far end; s = 5 -> 3 m from the start on the way back.
+
+    Segment k (the one ``s`` falls on) is a_k + frac (b_k - a_k), frac = (u - start_k) / length_k
+    clamped to [0, 1], evaluated for every segment at once and the k-th taken (one gather)."""
     p = path.shape[-2]
     j = torch.arange(p, device=path.device)
-    nseg = torch.where(closed, npts, npts - 1).unsqueeze(-1)  # segments in use
-    nxt = torch.where(j + 1 < npts.unsqueeze(-1), j + 1, 0)  # a loop's last point joins the first
+    n = npts.unsqueeze(-1)
+    nxt = torch.arange(1, p + 1, device=path.device).remainder(n)  # a loop's last point joins the first
     ends = path.gather(-2, nxt.unsqueeze(-1).expand(*nxt.shape, 2))
-    seg = torch.where(j < nseg, (ends - path).norm(dim=-1), 0.0)  # [..., P]
+    step = ends - path  # [..., P, 2] b - a of every segment
+    nseg = torch.where(closed.unsqueeze(-1), n, n - 1)  # [..., 1] segments in use
+    used = j < nseg
+    seg = torch.where(used, step.norm(dim=-1), 0.0)  # [..., P]
     total = seg.sum(-1).clamp_min(1e-9)
-    u = torch.where(closed, s.remainder(total), total - (s.remainder(2 * total) - total).abs())
+    u = torch.where(closed, s.remainder(total), total - (s.remainder(2 * total) - total).abs()).unsqueeze(-1)
     cum_end = seg.cumsum(-1)
-    k = ((cum_end <= u.unsqueeze(-1)) & (j < nseg)).sum(-1).clamp_max((nseg.squeeze(-1) - 1).clamp_min(0))
-    k1 = k.unsqueeze(-1)
-    start = (cum_end - seg).gather(-1, k1).squeeze(-1)
-    length = seg.gather(-1, k1).squeeze(-1)
-    frac = ((u - start) / length.clamp_min(1e-9)).clamp(0.0, 1.0).unsqueeze(-1)
-    a = path.gather(-2, k1.unsqueeze(-1).expand(*k.shape, 1, 2)).squeeze(-2)
-    b = ends.gather(-2, k1.unsqueeze(-1).expand(*k.shape, 1, 2)).squeeze(-2)
-    return a + frac * (b - a)
+    k = ((cum_end <= u) & used).sum(-1, keepdim=True).clamp_max((nseg - 1).clamp_min(0))  # [..., 1]
+    frac = ((u - (cum_end - seg)) / seg.clamp_min(1e-9)).clamp(0.0, 1.0)
+    point = path + frac.unsqueeze(-1) * step  # [..., P, 2]: the point on each segment
+    return point.gather(-2, k.unsqueeze(-1).expand(*k.shape, 2)).squeeze(-2)
 
 
 def path_position(layout: Layout, t: torch.Tensor) -> torch.Tensor:
@@ -117,6 +121,8 @@ class Motion:
         self.t = torch.zeros(num_worlds, device=device)
         self.leg = torch.ones(num_worlds, slots, dtype=torch.bool, device=device)
         """[N, M] a crossing agent walks towards mov_path[1] (True) or back to mov_path[0]."""
+        self._half = torch.tensor([half_x, half_y], device=device)
+        """The room's half sizes [2] (m), made once."""
 
     def reset(self, mask: torch.Tensor, layout: Layout) -> None:
         """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
@@ -128,21 +134,19 @@ class Motion:
 
     def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
         """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
-        the positions [N, M, 2] before and after it."""
+        the positions [N, M, 2] before and after it. One masked pass: every slot's path point and, where
+        a layout may steer (bounce, crossing), its steered step, each slot taking its model's."""
         before, vel, leg = self.pos, self.vel, self.leg
         self.t = self.t + self.dt * active
-        started = (self.t.unsqueeze(-1) > layout.mov_delay) & active.unsqueeze(-1)  # [N, M]
-        mode = layout.mov_mode.unsqueeze(-1)
-        after = path_position(layout, self.t)
+        since = self.t.unsqueeze(-1) - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
+        moved = (since > 0) & (active.unsqueeze(-1) & (layout.mov_mode != NONE))
+        s = layout.mov_phase + layout.mov_speed * since.clamp_min(0.0)
+        after = polyline_point(layout.mov_path, layout.mov_npts, s, layout.mov_mode == LOOP)
         if self.modes & {BOUNCE, CROSSING}:
-            gap, normal = self._nearest_surface(layout)  # one query for both steering models
-            if BOUNCE in self.modes:
-                after = torch.where(mode == BOUNCE, self._bounce(layout, gap, normal), after)
-            if CROSSING in self.modes:
-                after = torch.where(mode == CROSSING, self._cross(layout, gap, normal), after)
-        moved = started & (layout.mov_mode != NONE)
-        self.pos = torch.where(moved.unsqueeze(-1), after, before)
-        self.vel = torch.where(moved.unsqueeze(-1), self.vel, vel)  # waiting obstacles keep theirs
+            after = torch.where((layout.mov_mode >= BOUNCE).unsqueeze(-1), self._steer(layout), after)
+        m = moved.unsqueeze(-1)
+        self.pos = torch.where(m, after, before)
+        self.vel = torch.where(m, self.vel, vel)  # waiting obstacles keep theirs
         self.leg = torch.where(moved, self.leg, leg)
         return before, self.pos
 
@@ -153,34 +157,36 @@ class Motion:
         away = self.pos - closest
         return dist - bounding_radius(layout), away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
 
-    def _bounce(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
-        """Constant velocity: reflected off a static surface it touches while moving into it, then one
-        step on, mirrored at the room's walls (exact: never beyond them)."""
+    def _steer(self, layout: Layout) -> torch.Tensor:
+        """The steered models' next positions [N, M, 2] (updating ``vel`` and ``leg``), both from one
+        nearest-surface query. ``bounce``: constant velocity, reflected off a static surface it touches
+        while moving into it, then one step on, mirrored at the room's walls (exact: never beyond
+        them). ``crossing``: towards the current goal, pushed off static surfaces within
+        ``REPULSION_RANGE_M``, turning back on arrival or where the push cancels the walk (no
+        permanent stop). Slots of other models get values that ``advance`` does not take."""
+        mode, speed = layout.mov_mode, layout.mov_speed.unsqueeze(-1)
+        bounce, crossing = mode == BOUNCE, mode == CROSSING
+        gap, normal = self._nearest_surface(layout)
         into = (self.vel * normal).sum(-1)
-        hit = (gap < 0) & (into < 0) & (layout.mov_mode == BOUNCE)
-        vel = torch.where(hit.unsqueeze(-1), self.vel - 2 * into.unsqueeze(-1) * normal, self.vel)
-        half = torch.tensor([self.half_x, self.half_y], device=self.pos.device)
-        lim = half - layout.mov_size  # centre limits: a box's half-extents, a cylinder's radius
-        p = self.pos + vel * self.dt
-        over, under = p > lim, p < -lim
-        self.vel = torch.where(over, -vel.abs(), torch.where(under, vel.abs(), vel))
-        return torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
-
-    def _cross(self, layout: Layout, gap: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
-        """Walk towards the current goal, pushed off static surfaces within ``REPULSION_RANGE_M``; turn
-        back on arrival, or where the push cancels the walk (no permanent stop)."""
+        hit = (gap < 0) & (into < 0) & bounce
+        vel_b = torch.where(hit.unsqueeze(-1), self.vel - 2 * into.unsqueeze(-1) * normal, self.vel)
         goal = torch.where(self.leg.unsqueeze(-1), layout.mov_path[:, :, 1], layout.mov_path[:, :, 0])
         to_goal = goal - self.pos
-        speed = layout.mov_speed.unsqueeze(-1)
         desired = to_goal / to_goal.norm(dim=-1, keepdim=True).clamp_min(1e-9) * speed
         push = (REPULSION_RANGE_M - gap.unsqueeze(-1)).clamp_min(
             0.0
         ) / REPULSION_RANGE_M  # 0 far, 1 at contact
-        vel = desired + push * speed * normal
-        vel = vel * (speed / vel.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
+        vel_c = desired + push * speed * normal
+        vel_c = vel_c * (speed / vel_c.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
+        vel = torch.where(crossing.unsqueeze(-1), vel_c, vel_b)
         p = self.pos + vel * self.dt
+        # Centre limits of a bouncing obstacle (a box's half-extents, a cylinder's radius); none for others.
+        lim = torch.where(bounce.unsqueeze(-1), self._half - layout.mov_size, float("inf"))
+        over, under = p > lim, p < -lim
+        speed_abs = vel.abs()
+        self.vel = torch.where(over, -speed_abs, torch.where(under, speed_abs, vel))
+        p = torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
         arrived = (goal - p).norm(dim=-1) < ARRIVAL_M
-        stalled = vel.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
-        turn = (arrived | stalled) & (layout.mov_mode == CROSSING)
-        self.leg = torch.where(turn, ~self.leg, self.leg)
+        stalled = vel_c.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
+        self.leg = self.leg ^ ((arrived | stalled) & crossing)
         return p
