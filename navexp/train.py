@@ -19,6 +19,7 @@ from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from navexp.config.completion import answer_query, is_query
 from navexp.config.schemas import register_configs
 from navexp.experiment.console import console_to_log, third_party_warnings
 from navexp.experiment.launch import app_argv
@@ -62,6 +63,9 @@ def cli() -> None:
     """``python -m navexp.train`` and the console script ``navexp-train`` (Hydra's options and shell
     completion included: ``navexp-train --help``, ``navexp-train -sc install=bash``)."""
     sys.argv = app_argv(sys.argv)
+    if is_query(sys.argv[1:]):  # TAB in a shell: Hydra's completion as the app offers it
+        answer_query(main)
+        return
     try:
         main()
     except KeyboardInterrupt as e:

@@ -87,16 +87,30 @@ def test_hydras_flags_with_the_injected_size_preset(args, expected, tmp_path):
     [
         ("navexp-train reward=", ["reward=bcppo", "reward=path", "reward=progress", "reward=sparse"]),
         ("navexp-train env=dense ppo.algorithm.desi", ["ppo.algorithm.desired_kl="]),
-        ("navexp-train rewa", ["reward="]),
+        ("navexp-train ppo.desi", ["ppo.desired_kl="]),
+        ("navexp-train rewa", ["reward.", "reward="]),
     ],
 )
 def test_tab_completion_queries_the_apps_config(line, expected, tmp_path):
     """What the bash function of `eval "$(navexp-train -sc install=bash)"` runs on TAB:
-    `COMP_LINE=... navexp-train -sc query=bash` answers the group's options and the key's completion."""
+    `COMP_LINE=... navexp-train -sc query=bash` answers exactly the group's options and the key's
+    completion: no schema entry (Hydra offered `reward=base_reward`), the old PPO names too
+    (`ppo.desi` -> `ppo.desired_kl=`; Hydra offered nothing)."""
     env = {"COMP_LINE": line, "COMP_POINT": str(len(line))}
     proc = script("navexp-train", "-sc", "query=bash", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert set(expected) <= set(proc.stdout.split()), proc.stdout
+    assert sorted(proc.stdout.split()) == expected, proc.stdout
+
+
+def test_tab_completion_offers_groups_not_schemas_or_data_folders(tmp_path):
+    """TAB on an empty word lists the app's groups (`reward=`, `env=`) and keys (`ppo.`), never the
+    data folders `scenarios=`/`suites=` (files for env.scenarios= and eval.suite=), as --help does."""
+    line = "navexp-train "
+    env = {"COMP_LINE": line, "COMP_POINT": str(len(line))}
+    words = script("navexp-train", "-sc", "query=bash", cwd=tmp_path, env=env).stdout.split()
+    assert {"reward=", "env=", "obs=", "ppo.", "seed="} <= set(words), words
+    assert not {"scenarios=", "suites=", "scenarios.", "suites."} & set(words), words
+    assert not [w for w in words if "base_" in w], words
 
 
 def test_a_misspelled_key_with_plus_writes_nothing(tmp_path):
