@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_docs import DOCS, _name, _text
 
 pytestmark = pytest.mark.slow
