@@ -107,7 +107,7 @@ SCRIPT = re.compile(r'((?:\b[A-Z_]+=(?:"[^"]*"|\S+)\s+)*)bash scripts/learning_s
 def learning_seeds_commands() -> list[tuple[str, list[str]]]:
     """(doc, overrides of one training) for every recipe of every ``[RECIPES=...] bash
     scripts/learning_seeds.sh OUT_DIR [overrides]`` of the checked pages, in the script's order:
-    ``eval.suite=families``, the overrides after OUT_DIR, the recipe's, ``seed=``."""
+    ``eval.suite=<FINAL_SUITE>`` (families by default), the overrides after OUT_DIR, the recipe's, ``seed=``."""
     found = []
     for doc in PAGES:
         for line in _text(doc).splitlines():
@@ -119,7 +119,8 @@ def learning_seeds_commands() -> list[tuple[str, list[str]]]:
                     continue  # the script named in prose
                 for recipe in env.get("RECIPES", "ppo.model=mlp ppo.model=rnn").split():
                     seed = env.get("SEEDS", "1").split()[0]
-                    overrides = ["eval.suite=families", *args[1:], *_recipe_overrides(recipe), f"seed={seed}"]
+                    suite = f"eval.suite={env.get('FINAL_SUITE', 'families')}"
+                    overrides = [suite, *args[1:], *_recipe_overrides(recipe), f"seed={seed}"]
                     found.append((_name(doc), overrides))
     return _first_of_each(found)
 
