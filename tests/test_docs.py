@@ -107,7 +107,8 @@ SCRIPT = re.compile(r'((?:\b[A-Z_]+=(?:"[^"]*"|\S+)\s+)*)bash scripts/learning_s
 def learning_seeds_commands() -> list[tuple[str, list[str]]]:
     """(doc, overrides of one training) for every recipe of every ``[RECIPES=...] bash
     scripts/learning_seeds.sh OUT_DIR [overrides]`` of the checked pages, in the script's order:
-    ``eval.suite=<FINAL_SUITE>`` (families by default), the overrides after OUT_DIR, the recipe's, ``seed=``."""
+    ``eval.suite=<FINAL_SUITE>`` (families by default), the overrides after OUT_DIR, the recipe's,
+    ``seed=``."""
     found = []
     for doc in PAGES:
         for line in _text(doc).splitlines():
