@@ -50,13 +50,14 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    """An empty folder holding outputs/navexp/tiny (a finished `size=tiny` run) and one Optuna sweep
-    of two tiny trials under outputs/multirun/<experiment>/<time>."""
+    """An empty folder holding outputs/navexp/tiny (a finished `size=tiny` run, evaluated on 32
+    episodes: the scenario file maze_small has 32 cases, and an evaluation refuses to leave cases
+    unplayed) and one Optuna sweep of two tiny trials under outputs/multirun/<experiment>/<time>."""
     home = tmp_path_factory.mktemp("user")
-    train = ["-m", "navexp.train", "size=tiny"]
-    proc = run([*train, "hydra.run.dir=outputs/navexp/tiny"], home)
+    tiny = ["size=tiny", "eval.num_episodes=32", "hydra.run.dir=outputs/navexp/tiny"]
+    proc = run(["-m", "navexp.train", *tiny], home)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run([*train, "-m", "hydra/sweeper=optuna", "sweep.n_trials=2"], home)
+    proc = run(["-m", "navexp.train", "-m", "hydra/sweeper=optuna", "size=tiny", "sweep.n_trials=2"], home)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return home
 
