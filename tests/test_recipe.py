@@ -38,6 +38,23 @@ def test_the_trap_recipe_is_the_documented_command(size):
     assert by_name["env"]["maps"]["weights"]["cul_de_sac"] == 0.25
 
 
+def test_the_dynamic_recipe_is_the_trap_recipe_with_moving_obstacles_and_scan_history():
+    """recipe=dynamic (issue 50): the trap recipe's config, plus env=dynamic's moving obstacles (the same
+    env.dynamic block) in the trap mix and the 3 earlier scans in the actor's observation; nothing else."""
+    dynamic = OmegaConf.to_container(compose_config(["size=cpu", "recipe=dynamic"]))
+    traps = OmegaConf.to_container(compose_config(["size=cpu", "recipe=traps"]))
+    room = OmegaConf.to_container(compose_config(["size=cpu", "env=dynamic"]))
+    assert dynamic["env"]["dynamic"] == room["env"]["dynamic"]
+    assert dynamic["env"]["dynamic"]["cylinder_count"] == [2, 3] and dynamic["env"]["dynamic"]["box_slots"] == 1
+    assert dynamic["obs"]["terms"]["lidar_history"]["enabled"] is True
+    assert dynamic["obs"]["terms"]["lidar_history"]["params"]["frames"] == 3
+    assert dynamic["env"]["name"] == "dynamic_traps"
+    for cfg in (dynamic, traps):
+        cfg.pop("recipe")
+        cfg["env"].pop("dynamic"), cfg["env"].pop("name"), cfg["obs"]["terms"].pop("lidar_history")
+    assert dynamic == traps
+
+
 def test_the_command_line_wins_over_the_recipe():
     """recipe=traps env=room ppo.algorithm.num_mini_batches=8: the room's 25 s episodes, 8 mini-batches, the
     recipe's other keys (the GRU, the 0.1 s safety horizon) kept."""
