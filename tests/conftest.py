@@ -41,6 +41,9 @@ def own_cores_registry(tmp_path_factory):
     evaluation or a play run by a test yield to them (a lowered priority, one more console line)."""
     patch = pytest.MonkeyPatch()
     patch.setenv("NAVEXP_CORES_DIR", str(tmp_path_factory.mktemp("cores")))
+    # An evaluation run in-process beside a training a test started would renice the test runner itself,
+    # for good (raising a niceness back needs privileges): tests that check yielding set it themselves.
+    patch.setenv("NAVEXP_YIELD_NICE", "0")
     yield
     patch.undo()
 

@@ -24,14 +24,16 @@ from navexp.sim.mujoco_backend import MujocoSim
 
 HOLD = (
     "import sys, time; from navexp.learn.cores import HostShare\n"
-    "with HostShare(sys.argv[1]):\n"
+    "with HostShare(sys.argv[1], role=sys.argv[2]):\n"
     "    print('registered', flush=True); time.sleep(600)\n"
 )
 
 
-def holder(directory: Path) -> subprocess.Popen:
-    """A process registered as a training in ``directory`` until killed."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True)
+def holder(directory: Path, role: str = "training") -> subprocess.Popen:
+    """A process registered in ``directory`` (as a training, or as the tool ``role``) until killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(directory), role], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "registered"
     return proc
 
@@ -348,9 +350,35 @@ def test_an_evaluation_yields_to_a_training_and_not_when_alone(tmp_path, monkeyp
     finally:
         training.kill()
         training.wait()
+    evaluation = holder(tmp_path / "cores", role="evaluate")  # a tool beside a tool: neither yields
+    try:
+        assert probe() == {"nice": [base], "role": "nice_probe"}
+    finally:
+        evaluation.kill()
+        evaluation.wait()
     for bad in ("abc", "20", "-1"):
         monkeypatch.setenv("NAVEXP_YIELD_NICE", bad)
         with pytest.raises(
             ValueError, match=rf"NAVEXP_YIELD_NICE='{bad}': expected an integer from 0 .* to 19"
         ):
             HostShare(tmp_path / "cores", role="evaluate")
+
+
+def test_a_registration_file_is_seen_only_locked_and_with_its_role(tmp_path):
+    """A registration is published as `<pid>.tmp`, locked and written, then renamed: a file being
+    published is not counted (nor removed as a dead process's), and a published one names its role at
+    once. Before, the file was created empty and locked after: a scan in between took its lock and
+    removed it, and an empty file read as a training."""
+    tmp = tmp_path / "12345.tmp"
+    tmp.write_text("")  # a registration half-way through publishing
+    with HostShare(tmp_path, role="evaluate") as me:
+        assert me.others() == [] and tmp.exists()
+        assert (tmp_path / str(os.getpid())).read_text() == "evaluate"
+        assert not (tmp_path / f"{os.getpid()}.tmp").exists()
+    tool = holder(tmp_path, role="play")
+    try:
+        with HostShare(tmp_path, role="evaluate") as me:
+            assert me.others() == ["play"] and me.training_pids == []
+    finally:
+        tool.kill()
+        tool.wait()

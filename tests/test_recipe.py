@@ -45,7 +45,8 @@ def test_the_dynamic_recipe_is_the_trap_recipe_with_moving_obstacles_and_scan_hi
     traps = OmegaConf.to_container(compose_config(["size=cpu", "recipe=traps"]))
     room = OmegaConf.to_container(compose_config(["size=cpu", "env=dynamic"]))
     assert dynamic["env"]["dynamic"] == room["env"]["dynamic"]
-    assert dynamic["env"]["dynamic"]["cylinder_count"] == [2, 3] and dynamic["env"]["dynamic"]["box_slots"] == 1
+    moving = dynamic["env"]["dynamic"]
+    assert moving["cylinder_count"] == [2, 3] and moving["box_slots"] == 1
     assert dynamic["obs"]["terms"]["lidar_history"]["enabled"] is True
     assert dynamic["obs"]["terms"]["lidar_history"]["params"]["frames"] == 3
     assert dynamic["env"]["name"] == "dynamic_traps"

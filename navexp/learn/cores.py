@@ -25,6 +25,10 @@ thread of the process, as Linux keeps a niceness per thread), once, and keeps it
 job; an evaluation beside it is background work, so whenever both want the same core (an evaluation
 between two share checks, a pool worker and an interpreter thread both runnable) the scheduler gives
 the training the core (about 9:1 at 10 steps of niceness). ``NAVEXP_YIELD_NICE=0`` keeps the priority.
+Linux weighs niceness only between threads of one scheduler autogroup (``kernel.sched_autogroup_enabled``,
+on by default on desktops: one group per terminal session): a training and an evaluation started from
+the same shell, script or job share a group and the yielding holds; started from two terminals they
+do not, the cores are shared evenly, and the evaluation's line says so.
 
 ``NAVEXP_SHARE_CORES=0`` turns this off: every process takes all usable cores, as before (for a
 process pinned by its own ``OMP_NUM_THREADS``/``taskset``, or to measure the difference:
@@ -108,6 +112,34 @@ def lower_priority(steps: int) -> int:
     return target
 
 
+def publish(directory: Path, path: Path, role: str):
+    """This process's registration file ``path``, locked and naming ``role`` before any other process can
+    see it: written and locked as ``<pid>.tmp``, then renamed (the lock stays with the file). Opened and
+    locked in place, another process's ``others`` could take the lock in between and remove the file as
+    a dead one's. Returns the open file, held while the process is registered."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    f = open(tmp, "w")  # noqa: SIM115 - held while any registration of this process lives
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    f.write(role)
+    f.flush()
+    os.replace(tmp, path)
+    return f
+
+
+def same_session_group(pid: int) -> bool | None:
+    """Whether process ``pid`` is in this process's scheduler autogroup (Linux with
+    ``kernel.sched_autogroup_enabled``: niceness only weighs threads of one session against each other);
+    None when unknown (no autogroups, or the process is gone)."""
+    try:
+        return (
+            Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+            == Path("/proc/self/autogroup").read_text().split()[0]
+        )
+    except (OSError, IndexError):
+        return None
+
+
 def registry_dir() -> Path:
     env = os.environ.get("NAVEXP_CORES_DIR")
     return Path(env) if env else Path(tempfile.gettempdir()) / f"navexp-cores-{os.getuid()}"
@@ -128,6 +160,8 @@ class HostShare:
         """At most this many threads (a torchrun rank's share of its machine); None: no cap."""
         self.niceness: int | None = None
         """The niceness this process took when it yielded to a training; None: it has not yielded."""
+        self.training_pids: list[int] = []
+        """The trainings ``others`` found last (their pids)."""
 
     def __enter__(self) -> HostShare:
         if not self.enabled:
@@ -136,10 +170,7 @@ class HostShare:
         self._key = (os.getpid(), self.dir)
         held = _HELD.get(self._key)
         if held is None:  # this process's first registration here (a nested one shares its file)
-            self.dir.mkdir(parents=True, exist_ok=True)
-            f = open(self._path, "w")  # noqa: SIM115 - held while any registration of this process lives
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = _HELD[self._key] = [f, 0, None]
+            held = _HELD[self._key] = [publish(self.dir, self._path, self.role), 0, self.role]
             _ACTIVE.append(self)
             _NEXT_CHECK[0] = 0.0  # a new registration: the first ``recheck`` applies at once
         if held[2] != TRAINING and held[2] != self.role:  # a training nested in a tool makes it a training
@@ -168,21 +199,24 @@ class HostShare:
 
     def others(self) -> list[str]:
         """The roles of the other live registered navexp processes on this host; files of dead ones are
-        removed. A file without a role yet (its owner between opening and writing it) reads as a training."""
-        roles = []
+        removed (a file being published, ``<pid>.tmp``, is not counted yet)."""
+        roles, pids = [], []
         for path in self.dir.iterdir():
-            if self._file is not None and path == self._path:
+            if (self._file is not None and path == self._path) or path.suffix == ".tmp":
                 continue
             try:
                 with open(path) as f:
                     try:
                         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:  # held: its process lives
-                        roles.append(f.read().strip() or TRAINING)
+                        roles.append(f.read().strip() or "unknown")
+                        if roles[-1] == TRAINING and path.name.isdigit():
+                            pids.append(int(path.name))
                         continue
                     path.unlink(missing_ok=True)  # taken: its process is gone
             except FileNotFoundError:  # removed meanwhile by its owner or another process
                 pass
+        self.training_pids = pids
         return roles
 
     def trainings(self) -> int:
@@ -214,9 +248,17 @@ class HostShare:
             self.threads = threads
         if self.yield_steps and self.niceness is None and TRAINING in others:
             self.niceness = lower_priority(self.yield_steps)
+            apart = [p for p in self.training_pids if same_session_group(p) is False]
+            note = (
+                f"; the training (pid {apart[0]}) runs in another terminal session, and Linux weighs "
+                f"niceness only within a session (kernel.sched_autogroup_enabled): the cores are shared "
+                f"evenly, not 9:1"
+                if apart
+                else ""
+            )
             print(
                 f"[navexp] a training runs on this host: this navexp.{self.role} yields to it (niceness "
-                f"{self.niceness}; NAVEXP_YIELD_NICE=0 keeps the priority)",
+                f"{self.niceness}; NAVEXP_YIELD_NICE=0 keeps the priority){note}",
                 flush=True,
             )
         return threads
