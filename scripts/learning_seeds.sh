@@ -21,7 +21,7 @@
 # with their plots): each suite's main entry; OUT_DIR/entries.md: every entry of every suite alone
 # (navexp.compare entry=NAME).
 # A seed whose run directory already holds a finished run (eval.json) of the same overrides is not
-# trained again: only its missing suite=ood / suite=default evaluations run, so a batch that stopped
+# trained again: only its missing evaluations on SUITES run, so a batch that stopped
 # part-way completes with the same command. A finished run of other overrides (the same OUT_DIR with
 # other training overrides) and a directory with an unfinished run are left alone and reported (resume
 # the latter with `python -m navexp.train resume=DIR`, or remove it). Logs are appended to. The tables
@@ -53,6 +53,9 @@ for recipe in $recipes; do
   given[r$name]=$recipe
 done
 [[ $parallel =~ ^[1-9][0-9]*$ ]] || bad "PARALLEL=$parallel; allowed: an integer >= 1"
+for suite in $suites; do
+  [ "$suite" != "$final" ] || bad "SUITES holds '$suite', the final suite (FINAL_SUITE); give it once, in FINAL_SUITE"
+done
 for suite in $final $suites; do
   [ -f "$(dirname "$0")/../configs/suites/$suite.yaml" ] ||
     bad "suite '$suite' (FINAL_SUITE/SUITES) is not in configs/suites; allowed: $(cd "$(dirname "$0")/../configs/suites" && ls *.yaml | sed 's/\.yaml$//' | tr '\n' ' ')"

@@ -79,6 +79,11 @@ def calls(tmp_path: Path, tool: str) -> list[str]:
         ({"RECIPES": " "}, "RECIPES is empty"),
         ({"SEEDS": "1 2 01"}, "SEEDS holds seed 1 twice ('1' and '01'); give each seed once"),
         ({"RECIPES": "a=1 a=1"}, "RECIPES 'a=1' and 'a=1' share the folder a_1; give each recipe once"),
+        (
+            {"SUITES": "ood nowhere"},
+            "suite 'nowhere' (FINAL_SUITE/SUITES) is not in configs/suites; allowed: ",
+        ),
+        ({"FINAL_SUITE": "ood"}, "SUITES holds 'ood', the final suite (FINAL_SUITE); give it once"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, env, message):
@@ -175,3 +180,23 @@ def test_a_table_that_cannot_be_written_is_the_exit_status(tmp_path):
         "tables not written or incomplete (navexp.compare's errors above): families.md ood.md default.md"
         in (result.stderr)
     )
+
+
+def test_the_final_suite_and_the_suites_after_it_are_chosen(tmp_path):
+    """FINAL_SUITE=floorplans SUITES="families ood": each training ends on eval.suite=floorplans, then each
+    run is evaluated on suite=families and suite=ood (not ood and default), and the tables are named
+    after the suites: floorplans.md, families.md, ood.md."""
+    out = tmp_path / "out"
+    result = launch(tmp_path, out, SEEDS="1", FINAL_SUITE="floorplans", SUITES="families ood")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "calls").read_text().splitlines()
+    (train,) = [c for c in lines if c.startswith("-m navexp.train")]
+    assert "eval.suite=floorplans" in train.split()
+    suites = [
+        w for c in lines if c.startswith("-m navexp.evaluate") for w in c.split() if w.startswith("suite=")
+    ]
+    assert suites == ["suite=families", "suite=ood"]
+    tables = [
+        w for c in lines if c.startswith("-m navexp.compare") for w in c.split() if w.startswith("out=")
+    ]
+    assert tables == [f"out={out}/{name}.md" for name in ("floorplans", "families", "ood")]
