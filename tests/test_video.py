@@ -226,6 +226,7 @@ def test_trajectory_figures_name_their_markers_axes_and_colours(recorded, tmp_pa
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["start (robot size)", "goal (its radius)"]
     assert {"end: collision", "end: time out"} <= set(labels)
+    assert "moving obstacle (at the end)" not in labels  # static episodes: no moving obstacle to name
     (bar,) = [a for a in fig.axes if a.get_ylabel() == "path colour: speed (m/s)"]
     assert bar.get_ylim() == pytest.approx((0.0, 1.5 * math.sqrt(2)))
     panels = fig.axes[: len(eps)]
@@ -361,3 +362,7 @@ def test_a_recorded_moving_scenario_moves_the_obstacles_in_the_video(tmp_path):
         assert np.allclose(steps, [0.0, 0.1], atol=1e-4), steps
     finally:
         anim.close()
+    for fig in (grid_figure([ep], scene_info(env)), episode_figure(ep, scene_info(env), "moving")):
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert {"moving obstacle (at the end)", "its track"} <= set(labels), labels
+        plt.close(fig)

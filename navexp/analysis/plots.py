@@ -199,8 +199,9 @@ def draw_episode(
     ax.set_title(title or f"{ep.reason_name} after {t:.1f} s", fontsize=9)
 
 
-def legend_handles(reasons: list[str]) -> list[Line2D]:
-    """What the markers mean: start pose, goal, the end of each reason shown, the LiDAR rays."""
+def legend_handles(reasons: list[str], moving: bool = False) -> list[Line2D]:
+    """What the markers mean: start pose, goal, the end of each reason shown, the moving obstacles and
+    their tracks (``moving``: a shown episode had them), the LiDAR rays."""
 
     def dot(label: str, **kw) -> Line2D:
         return Line2D([], [], ls="none", label=label, **kw)
@@ -212,6 +213,10 @@ def legend_handles(reasons: list[str]) -> list[Line2D]:
     for reason in [r for r in END_STYLE if r in reasons]:
         marker, color, _ = END_STYLE[reason]
         handles.append(dot(f"end: {reason.replace('_', ' ')}", marker=marker, mfc=color, mec="black", ms=8))
+    if moving:
+        style = dict(marker="o", mfc=MOVING_STYLE["fc"], mec=MOVING_STYLE["ec"], ms=9)
+        handles.append(dot("moving obstacle (at the end)", **style))
+        handles.append(Line2D([], [], label="its track", ls="--", lw=1.0, color="magenta", alpha=0.7))
     rays = dict(RAY_STYLE, color=RAY_STYLE["colors"])
     handles.append(Line2D([], [], label="LiDAR rays that hit (end)", **{k: rays[k] for k in ("color", "lw")}))
     return handles
@@ -277,7 +282,7 @@ def grid_figure(episodes: list[Episode], info: SceneInfo, max_panels: int = 16):
         draw_episode(ax, ep, info, title=f"#{i} {ep.reason_name.replace('_', ' ')} ({t:.1f} s)")
         label_metres(ax, xlabel=i // cols == rows - 1, ylabel=i % cols == 0)
     speed_bar(fig, axes.ravel().tolist(), info, shrink=0.8, aspect=30)
-    handles = legend_handles([ep.reason_name for ep in eps])
+    handles = legend_handles([ep.reason_name for ep in eps], any(len(moving_slots(ep.layout)) for ep in eps))
     fig.legend(
         handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False
     )
@@ -291,7 +296,7 @@ def episode_figure(ep: Episode, info: SceneInfo, title: str, beam_every: int = 1
     steps = list(range(0, len(ep.pos), max(beam_every, 1)))
     draw_episode(ax, ep, info, beam_steps=steps, title=title)
     speed_bar(fig, ax, info, fraction=0.046, pad=0.02)
-    handles = legend_handles([ep.reason_name])
+    handles = legend_handles([ep.reason_name], len(moving_slots(ep.layout)) > 0)
     hits = dict(marker="o", ls="none", mfc=RAY_STYLE["colors"], mec="none", ms=3)
     handles.append(Line2D([], [], label=f"LiDAR hits every {max(beam_every, 1)} steps", **hits))
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
