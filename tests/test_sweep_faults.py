@@ -299,6 +299,7 @@ def test_sweep_figures_name_the_objective_keep_trial_ticks_whole_and_lay_the_sli
     shows them); the history's y axis and legend read success_rate (before: "Objective Value") and its
     trial axis ticks 0, 1, 2 (before: 0.0, 0.25, ...); the slice plot is 3 panels a row, 3 rows, at
     100 dpi 1380 x 1040 px (before: one 2560 x 500 row), its colour bar right of every panel."""
+    import matplotlib.pyplot as plt
     from PIL import Image
 
     from navexp.sweep.report import _history, _slice_grid
@@ -306,6 +307,9 @@ def test_sweep_figures_name_the_objective_keep_trial_ticks_whole_and_lay_the_sli
     study = run_sweep(tmp_path, monkeypatch, "sweep.n_trials=3", "sweep.space=default")
     assert study.metric_names == ["success_rate"]
     ax = _history(study, None, "success_rate").axes[0]
+    # optuna's plots set the ggplot style for the whole process; the report keeps it to its figures
+    # (before: every later figure of the process had a grey #e5e5e5 background, trajectory GIFs too)
+    assert plt.rcParams["axes.facecolor"] == "white" and ax.get_facecolor()[:3] != (1.0, 1.0, 1.0)
     assert ax.get_ylabel() == "success_rate"
     assert [t.get_text() for t in ax.get_legend().get_texts()][0] == "success_rate"
     ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]

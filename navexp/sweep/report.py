@@ -72,7 +72,10 @@ def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
     jobs.append(("param_vs_success.png", lambda: _slice_grid(study, value(0), objectives[0])))
     if len(objectives) == 2:
         jobs.append(
-            ("pareto_front.png", lambda: _figure(ovm.plot_pareto_front(study, target_names=objectives)))
+            (
+                "pareto_front.png",
+                lambda: _figure(_optuna(ovm.plot_pareto_front, study, target_names=objectives)),
+            )
         )
     if not any(t.state == TrialState.COMPLETE for t in study.trials):
         return []
@@ -91,6 +94,16 @@ def _plots(study: optuna.Study, out: Path, objectives: list[str]) -> list[str]:
     return made
 
 
+def _optuna(plot, *args, **kwargs):
+    """One of optuna's matplotlib plots, its ``plt.style.use("ggplot")`` kept to its own figure: the
+    style is global, and left set it greyed every figure the process drew after (a sweep's trials run in
+    the sweeper's process: their trajectory figures and GIFs)."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        return plot(*args, **kwargs)
+
+
 def _figure(ax):
     """A figure of optuna's at the report's size (8 x 5 inches at least)."""
     fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
@@ -104,7 +117,7 @@ def _history(study: optuna.Study, target, name: str):
     numbers on integer ticks (3 trials read 0, 1, 2, not 0.0, 0.5, ...)."""
     from matplotlib.ticker import MaxNLocator
 
-    ax = ovm.plot_optimization_history(study, target=target, target_name=name)
+    ax = _optuna(ovm.plot_optimization_history, study, target=target, target_name=name)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{name} per trial")
     return _figure(ax)
@@ -117,7 +130,7 @@ def _slice_grid(study: optuna.Study, target, name: str, columns: int = 3):
     import numpy as np
     from matplotlib.ticker import MaxNLocator, NullFormatter
 
-    axes = list(np.atleast_1d(ovm.plot_slice(study, target=target, target_name=name)).flat)
+    axes = list(np.atleast_1d(_optuna(ovm.plot_slice, study, target=target, target_name=name)).flat)
     fig = axes[0].figure
     for other in [a for a in fig.axes if a not in axes]:
         other.remove()  # optuna's colour bar, drawn again below beside the grid
