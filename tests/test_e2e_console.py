@@ -148,8 +148,16 @@ def ctrl_c_in_evaluate(run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "e.json"
     args = [exe, f"checkpoint={run_dir}", "eval.num_episodes=100000", f"out={out}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # A shell's Ctrl-C: SIGINT at its default disposition in the child (a test run started in the
+    # background of a script inherits SIGINT ignored, and Python then installs no handler for it).
     proc = subprocess.Popen(
-        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        args,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in proc.stdout:
         if line.startswith("[navexp] evaluation: 100000 episodes on "):
