@@ -38,12 +38,7 @@ def test_a_warp_step_issues_at_most_300_torch_ops():
     """The default config's NavEnv.step on the warp backend, 20 steps with resets happening, counted
     by the bench's op counter: at most 300 ATen ops per step (267 measured; 438 before the fused
     step), and still no host sync."""
-    env = build_env("env.sim.backend=warp", *SHORT, "env.check_every=1000")
-    actions = _actions(20, 16)
-    env.step(actions[0])
-    with SyncAudit() as audit:
-        for a in actions:
-            env.step(a)
+    audit = _audited_steps()
     assert audit.num_syncs == 0, dict(audit.syncs)
     assert audit.num_ops / 20 <= 300, (audit.num_ops / 20, audit.ops.most_common(10))
 
@@ -52,14 +47,20 @@ def test_a_warp_step_with_moving_obstacles_issues_at_most_520_torch_ops():
     """env=dynamic (2-4 moving obstacles of every motion model), 16 worlds, 20 steps with resets
     happening, on warp: at most 520 ATen ops per step (497 measured with the fused motion; 554 before
     it, 272 for the static room), and no host sync."""
-    env = build_env("env.sim.backend=warp", "env=dynamic", *SHORT, "env.check_every=1000")
+    audit = _audited_steps("env=dynamic")
+    assert audit.num_syncs == 0, dict(audit.syncs)
+    assert audit.num_ops / 20 <= 520, (audit.num_ops / 20, audit.ops.most_common(10))
+
+
+def _audited_steps(*overrides: str) -> SyncAudit:
+    """The audit of 20 warp steps of 16 worlds (after one unaudited step), resets happening."""
+    env = build_env("env.sim.backend=warp", *overrides, *SHORT, "env.check_every=1000")
     actions = _actions(20, 16)
     env.step(actions[0])
     with SyncAudit() as audit:
         for a in actions:
             env.step(a)
-    assert audit.num_syncs == 0, dict(audit.syncs)
-    assert audit.num_ops / 20 <= 520, (audit.num_ops / 20, audit.ops.most_common(10))
+    return audit
 
 
 def _state_tensors(env) -> dict[str, torch.Tensor]:
