@@ -15,7 +15,16 @@ from omegaconf import OmegaConf
 from navexp import compose_config
 from navexp.analysis.sync_audit import SyncAudit
 from navexp.sim.layout import Layout
-from navexp.sim.motion import BACK_AND_FORTH, BOUNCE, CROSSING, LOOP, Motion, polyline_point, start_position
+from navexp.sim.motion import (
+    BACK_AND_FORTH,
+    BOUNCE,
+    CROSSING,
+    LOOP,
+    Motion,
+    polyline_point,
+    start_position,
+    time_to_contact,
+)
 from navexp.task.maps.families import MapSpec
 from navexp.task.maps.moving import MovingSpec, clear_of_moving
 from navexp.task.maps.pool import LayoutPool
@@ -148,6 +157,50 @@ def test_contact_with_a_moving_obstacle_ends_as_moving_collision_apart_from_stat
     assert ends[1][1] == "collision", ends
     log = env.pop_episode_log()
     assert float(log["Episode_Termination/moving_collision"]) == 0.5  # 1 of the 2 finished episodes
+
+
+def test_time_to_contact_is_the_gap_over_the_closing_speed():
+    """Robot radius 0.2 at the origin; a 0.3 m obstacle at (3, 0): gap 2.5 m. Walking at the robot at
+    1 m/s: 2.5 s; with the robot driving at it at 1 m/s too: 1.25 s; walking away or sideways: inf;
+    overlapping: 0; an unused slot never counts; the least over the slots."""
+    pos, still, fwd = torch.zeros(1, 2), torch.zeros(1, 2), torch.tensor([[1.0, 0.0]])
+    at = torch.tensor([[[3.0, 0.0]]])
+    r = torch.tensor([[0.3]])
+    used = torch.ones(1, 1, dtype=torch.bool)
+
+    def ttc(vel, mov_vel, mov_pos=at, radius=r, used=used):
+        return float(time_to_contact(pos, vel, 0.2, mov_pos, torch.tensor([mov_vel]), radius, used)[0])
+
+    assert ttc(still, [[-1.0, 0.0]]) == pytest.approx(2.5)
+    assert ttc(fwd, [[-1.0, 0.0]]) == pytest.approx(1.25)
+    assert ttc(still, [[1.0, 0.0]]) == math.inf and ttc(still, [[0.0, 1.0]]) == math.inf
+    assert ttc(still, [[0.0, 0.0]], mov_pos=torch.tensor([[[0.4, 0.0]]])) == 0.0
+    assert ttc(still, [[-1.0, 0.0]], used=~used) == math.inf
+    two = torch.tensor([[[3.0, 0.0], [0.0, 2.0]]])  # the second: gap 1.5 m, closing 0.5 m/s -> 3 s
+    vel2 = [[-1.0, 0.0], [0.0, -0.5]]
+    assert ttc(still, vel2, mov_pos=two, radius=r.expand(1, 2), used=used.expand(1, 2)) == pytest.approx(2.5)
+
+
+def test_the_moving_ttc_reward_reads_a_person_walking_at_the_robot(backend, scenario_file):
+    """The COLLIDE scenario's world 0: the robot stands, the 0.25 m person walks at it from x = -2 at
+    1 m/s; after k steps the gap is 2 - 0.1 k - 0.45 m, closing at 1 m/s: ttc = 1.55 - 0.1 k s, so
+    ``moving_ttc`` (horizon 1 s) pays 0 until step 5 and 1 - (1.55 - 0.1 k) from step 6 (0.05)."""
+    env = build_env(
+        "env=dynamic",
+        backend,
+        "env.num_envs=2",
+        f"env.scenarios={scenario_file(COLLIDE)}",
+        "env.auto_reset=false",
+        "reward.terms.moving_ttc.weight=-2.0",
+    )
+    a = torch.zeros(2, 3)
+    for k in range(1, 11):
+        env.step(a)
+        assert float(env.state.moving_ttc[0]) == pytest.approx(1.55 - 0.1 * k, abs=0.01), k
+    penalty = [1 - (1.55 - 0.1 * k) for k in range(6, 11)]  # 0.05 ... 0.45
+    column = [t.name for t in env.reward_manager.terms].index("moving_ttc")
+    paid = float(env.reward_manager.episode_sums[0, column])
+    assert paid == pytest.approx(-2.0 * sum(penalty), abs=0.05)
 
 
 def test_random_layouts_keep_start_and_goal_clear_of_moving_obstacles_at_t0():

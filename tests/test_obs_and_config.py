@@ -136,6 +136,7 @@ def test_bcppo_is_the_design_table():
         "out_of_bounds": 0.0,
         "path_progress": 0.0,  # every registered term is in every variant; off in the design table
         "closing_speed": 0.0,
+        "moving_ttc": 0.0,
     }
     assert t.near_obstacle.params.safe_dist == 0.25 and t.backward.params.thresh == -0.05
     assert t.stuck.params.window == 25 and t.stuck.params.min_move == 0.30
@@ -255,7 +256,7 @@ def test_analytic_clearance_is_computed_only_when_a_term_reads_it(scenario_file)
         "env.num_envs=1", f"env.scenarios={path}", "+reward.terms.test_clearance_bonus={weight: 1.0}"
     )
     assert shaped.needs_clearance and abs(shaped.state.clearance[0].item() - 1.50) < 1e-5
-    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist', 'goal_field'\]"
+    allowed = r"allowed: \['clearance', 'nearest_dir_body', 'path_dist', 'goal_field', 'moving_ttc'\]"
     with pytest.raises(ValueError, match=r"reads=\['clerance'\]; " + allowed):
         reward_term("wall_hugging", reads=("clerance",))
 

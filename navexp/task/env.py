@@ -19,7 +19,7 @@ from tensordict import TensorDict
 from navexp.sim import make_sim
 from navexp.sim.layout import Layout, LayoutRows, nearest_obstacle, rotate_xy, rotation_matrices
 from navexp.sim.lidar import OFF as LIDAR_OFF
-from navexp.sim.motion import Motion
+from navexp.sim.motion import Motion, bounding_radius, time_to_contact
 from navexp.task.env_parts import POOL_TOP_UP_STEPS, build_env_parts
 from navexp.task.episode_stats import EpisodeStats
 from navexp.task.faults import SOURCES, FaultFlags
@@ -55,6 +55,7 @@ class NavEnv(VecEnv):
         self.half_x, self.half_y = parts.dims.room_half_x_m, parts.dims.room_half_y_m
         self.obs_manager, self.reward_manager = parts.obs_manager, parts.reward_manager
         self.needs_clearance, self.needs_path = parts.needs_clearance, parts.needs_path
+        self.needs_moving_ttc = parts.needs_moving_ttc
         self.layout_spec, self.map_spec = parts.layout_spec, parts.map_spec
         self.scenarios, self.scenario_entries = parts.scenarios, parts.scenario_entries
         self.check_every, self.pool_every = parts.check_every, parts.pool_every
@@ -80,6 +81,8 @@ class NavEnv(VecEnv):
         if not self.needs_clearance:  # never computed: NaN, so an undeclared read cannot pass silently
             self.state.clearance.fill_(float("nan"))
             self.state.nearest_dir_body.fill_(float("nan"))
+        if not self.needs_moving_ttc:
+            self.state.moving_ttc.fill_(float("nan"))
         if not self.needs_path:
             self.state.path_dist.fill_(float("nan"))
             self.state.prev_path_dist.fill_(float("nan"))
@@ -145,6 +148,8 @@ class NavEnv(VecEnv):
         if moving is not None:
             modes = moving.modes | self._scenario_modes()
             self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
+            self._mov_vel = torch.zeros(n, moving.slots, 2, device=dev)
+            """[N, M, 2] the moving obstacles' velocities over the last control step (``moving_ttc``)."""
 
     def _bind_state(self) -> None:
         """Point the state fields that are the simulator's or the layout's values at those buffers, and
@@ -207,7 +212,10 @@ class NavEnv(VecEnv):
         action_ok = self._process_actions(actions, active)  # may refuse: nothing changed yet
         self._write_ctrl(s.action)
         if self.motion is not None:
-            self.sim.move_obstacles(*self.motion.advance(active, self.layout))
+            before, after = self.motion.advance(active, self.layout)
+            self.sim.move_obstacles(before, after)
+            if self.needs_moving_ttc:
+                self._mov_vel = (after - before) / self.control_dt
         self.sim.step()
         s.prev_goal_dist.copy_(s.goal_dist)
         if self.needs_path:
@@ -355,6 +363,17 @@ class NavEnv(VecEnv):
             direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-9)
             s.clearance.copy_(dist.squeeze(1))
             s.nearest_dir_body.copy_(rotate_xy(direction, -s.yaw))
+        if self.needs_moving_ttc and self.motion is not None:
+            ttc = time_to_contact(
+                s.pos_xy,
+                s.vel_world,
+                self.dims.robot_radius_m,
+                self.motion.pos,
+                self._mov_vel,
+                bounding_radius(self.layout),
+                self.layout.mov_mode != 0,
+            )
+            s.moving_ttc.copy_(ttc)
         if self.needs_path:
             d = path_distance(self.layout.goal_field, s.pos_xy, self.half_x, self.half_y)
             self._path_read.copy_(torch.isfinite(d))

@@ -52,6 +52,8 @@ class EnvParts:
     """Control steps of an episode (``episode_length_s / control_dt``, rounded up)."""
     obs_manager: ObservationManager
     reward_manager: RewardManager
+    needs_moving_ttc: bool
+    """An active term reads ``moving_ttc`` (the time to contact with a moving obstacle)."""
     needs_clearance: bool
     """An active term reads the analytic nearest-surface query (``clearance``, ``nearest_dir_body``)."""
     needs_path: bool
@@ -116,6 +118,7 @@ def build_env_parts(cfg: Any) -> EnvParts:
         obs_manager=obs_manager,
         reward_manager=reward_manager,
         needs_clearance=bool(reads & {"clearance", "nearest_dir_body"}),
+        needs_moving_ttc="moving_ttc" in reads,
         needs_path=needs_path,
         layout_spec=layout_spec,
         map_spec=map_spec,

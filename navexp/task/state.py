@@ -11,7 +11,7 @@ REASONS = ("none", "success", "collision", "out_of_bounds", "time_out", "moving_
 contact with a wall or a static obstacle, ``moving_collision`` one with a moving obstacle."""
 SUCCESS, COLLISION, OUT_OF_BOUNDS, TIME_OUT, MOVING_COLLISION = 1, 2, 3, 4, 5
 
-ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist", "goal_field")
+ON_DEMAND_FIELDS = ("clearance", "nearest_dir_body", "path_dist", "goal_field", "moving_ttc")
 """NavState fields computed only while an active term declares it reads them (``reads=`` when the
 term is registered); otherwise they hold NaN, so an undeclared read fails the env's finite check."""
 
@@ -102,6 +102,11 @@ class NavState:
     prev_path_dist: torch.Tensor
     """[N] ``path_dist`` one control step earlier (the start's on an episode's first step); on demand
     with it."""
+    moving_ttc: torch.Tensor
+    """[N] time to contact with the nearest-in-time moving obstacle (s): each obstacle's gap to the
+    robot's edge (its bounding circle) over the speed at which the two close, both velocities those of
+    the last control step held constant; 0 in contact, inf when none closes or the world has none
+    (``navexp.sim.motion.time_to_contact``); on demand."""
     pos_window: torch.Tensor
     """[N, W+1, 2] positions of the last W control steps and now (index -1 is now)."""
     action: torch.Tensor
@@ -154,6 +159,7 @@ class NavState:
             nearest_dir_body=torch.zeros(n, 2, **z),
             path_dist=torch.zeros(n, **z),
             prev_path_dist=torch.zeros(n, **z),
+            moving_ttc=torch.full((n,), float("inf"), **z),
             pos_window=torch.zeros(n, w + 1, 2, **z),
             action=torch.zeros(n, dims.num_actions, **z),
             prev_action=torch.zeros(n, dims.num_actions, **z),

@@ -95,6 +95,15 @@ def closing_speed(s: NavState, zone_m: float = 0.3) -> torch.Tensor:
     return (closing.square() * near).amax(dim=-1)
 
 
+@reward_term("moving_ttc", reads=("moving_ttc",))
+def moving_ttc(s: NavState, horizon_s: float = 1.0) -> torch.Tensor:
+    """clip(1 - ttc / horizon_s, 0, 1) with ttc the time to contact with a moving obstacle
+    (``NavState.moving_ttc``: gaps closing at today's rates): 0 while no moving obstacle would reach
+    the robot within ``horizon_s``, 1 in contact. Privileged (the policy does not observe it), so it
+    teaches giving way before a contact rather than after; zero in a world without moving obstacles."""
+    return (1.0 - s.moving_ttc / horizon_s).clamp(0.0, 1.0)
+
+
 @reward_term("action_smooth")
 def action_smooth(s: NavState) -> torch.Tensor:
     """||a_t - a_{t-1}||^2 of the clipped actions."""
