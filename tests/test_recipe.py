@@ -40,7 +40,8 @@ def test_the_trap_recipe_is_the_documented_command(size):
 
 def test_the_dynamic_recipe_is_the_trap_recipe_with_moving_obstacles_and_scan_history():
     """recipe=dynamic (issue 50): the trap recipe's config, plus env=dynamic's moving obstacles (the same
-    env.dynamic block) in the trap mix and the 3 earlier scans in the actor's observation; nothing else."""
+    env.dynamic block) in the trap mix, the 3 earlier scans in the actor's observation and the
+    time-to-contact penalty (-0.5, horizon 1 s; off in the trap recipe); nothing else."""
     dynamic = OmegaConf.to_container(compose_config(["size=cpu", "recipe=dynamic"]))
     traps = OmegaConf.to_container(compose_config(["size=cpu", "recipe=traps"]))
     room = OmegaConf.to_container(compose_config(["size=cpu", "env=dynamic"]))
@@ -50,8 +51,11 @@ def test_the_dynamic_recipe_is_the_trap_recipe_with_moving_obstacles_and_scan_hi
     assert dynamic["obs"]["terms"]["lidar_history"]["enabled"] is True
     assert dynamic["obs"]["terms"]["lidar_history"]["params"]["frames"] == 3
     assert dynamic["env"]["name"] == "dynamic_traps"
+    ttc = dynamic["reward"]["terms"]["moving_ttc"]
+    assert ttc == {"weight": -0.5, "params": {"horizon_s": 1.0}}, ttc
+    assert traps["reward"]["terms"]["moving_ttc"]["weight"] == 0.0
     for cfg in (dynamic, traps):
-        cfg.pop("recipe")
+        cfg.pop("recipe"), cfg["reward"]["terms"].pop("moving_ttc")
         cfg["env"].pop("dynamic"), cfg["env"].pop("name"), cfg["obs"]["terms"].pop("lidar_history")
     assert dynamic == traps
 

@@ -166,9 +166,8 @@ class LidarRealism:
             self._next, self._prev = (b + 1).clamp(max=num_beams - 1), (b - 1).clamp(min=0)
         k = spec.latency_steps
         self._history = torch.full((k + 1, num_worlds, num_beams), self.max_range_m, device=self.device)
-        """[k+1, N, B] ring buffer of processed scans; slot ``_head`` holds the newest."""
-        self._head = 0
-        """Host counter: the ring position needs no device value, so the step stays sync-free."""
+        """[k+1, N, B] processed scans, newest first: entry j is j control steps old. Shifted in place
+        each step (no host position, the same memory every step: a captured step replays it)."""
 
     def __call__(
         self, clean: torch.Tensor, restart: torch.Tensor | None = None, advance: bool = True
@@ -215,11 +214,9 @@ class LidarRealism:
 
     def _delay(self, scan: torch.Tensor, restart: torch.Tensor | None, advance: bool) -> torch.Tensor:
         """Step 8: store ``scan`` as the newest entry, return the one ``latency_steps`` older."""
-        k = self.spec.latency_steps
-        if advance:
-            self._head = (self._head + 1) % (k + 1)
-            self._history[self._head] = scan
+        h = self._history
+        if advance:  # one step older: entry j moves to j + 1, the oldest drops out
+            h.copy_(torch.cat((scan.unsqueeze(0), h[:-1])))
         if restart is not None:
-            self._history.copy_(torch.where(restart[None, :, None], scan[None], self._history))
-        # Entries are written at head 0, 1, ..., k, 0, ...: k steps back is head - k (mod k + 1).
-        return self._history[(self._head - k) % (k + 1)].clone()
+            h.copy_(torch.where(restart[None, :, None], scan[None], h))
+        return h[-1].clone()

@@ -148,31 +148,36 @@ class Motion:
         """[N, M] a crossing agent walks towards mov_path[1] (True) or back to mov_path[0]."""
         self._half = torch.tensor([half_x, half_y], device=device)
         """The room's half sizes [2] (m), made once."""
+        self._before = torch.zeros_like(self.pos)
+        """The positions before the last step. Every tensor here is written in place, never re-bound,
+        so a captured control step (``navexp.task.step_graph``) replays on the same memory."""
 
     def reset(self, mask: torch.Tensor, layout: Layout) -> None:
         """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
         m2 = mask.view(-1, 1, 1)
-        self.pos = torch.where(m2, layout.mov_start, self.pos)
-        self.vel = torch.where(m2, layout.mov_vel, self.vel)
-        self.t = self.t.masked_fill(mask, 0.0)
-        self.leg = self.leg | mask.unsqueeze(-1)
+        torch.where(m2, layout.mov_start, self.pos, out=self.pos)
+        torch.where(m2, layout.mov_vel, self.vel, out=self.vel)
+        self.t.masked_fill_(mask, 0.0)
+        self.leg |= mask.unsqueeze(-1)
 
     def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
         """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
         the positions [N, M, 2] before and after it. One masked pass: every slot's path point and, where
         a layout may steer (bounce, crossing), its steered step, each slot taking its model's."""
-        before, vel, leg = self.pos, self.vel, self.leg
-        self.t = self.t + self.dt * active
+        before = self._before
+        before.copy_(self.pos)
+        self.t += self.dt * active
         since = self.t.unsqueeze(-1) - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
         moved = (since > 0) & (active.unsqueeze(-1) & (layout.mov_mode != NONE))
         s = layout.mov_phase + layout.mov_speed * since.clamp_min(0.0)
         after = polyline_point(layout.mov_path, layout.mov_npts, s, layout.mov_mode == LOOP)
-        if self.modes & {BOUNCE, CROSSING}:
-            after = torch.where((layout.mov_mode >= BOUNCE).unsqueeze(-1), self._steer(layout), after)
         m = moved.unsqueeze(-1)
-        self.pos = torch.where(m, after, before)
-        self.vel = torch.where(m, self.vel, vel)  # waiting obstacles keep theirs
-        self.leg = torch.where(moved, self.leg, leg)
+        if self.modes & {BOUNCE, CROSSING}:
+            steered, vel, leg = self._steer(layout)
+            after = torch.where((layout.mov_mode >= BOUNCE).unsqueeze(-1), steered, after)
+            torch.where(m, vel, self.vel, out=self.vel)  # waiting obstacles keep theirs
+            torch.where(moved, leg, self.leg, out=self.leg)
+        torch.where(m, after, before, out=self.pos)
         return before, self.pos
 
     def _nearest_surface(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,9 +187,10 @@ class Motion:
         away = self.pos - closest
         return dist - bounding_radius(layout), away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
 
-    def _steer(self, layout: Layout) -> torch.Tensor:
-        """The steered models' next positions [N, M, 2] (updating ``vel`` and ``leg``), both from one
-        nearest-surface query. ``bounce``: constant velocity, reflected off a static surface it touches
+    def _steer(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The steered models' next positions [N, M, 2], velocities [N, M, 2] and legs [N, M], from one
+        nearest-surface query (``advance`` writes them where the obstacles moved). ``bounce``:
+        constant velocity, reflected off a static surface it touches
         while moving into it, then one step on, mirrored at the room's walls (exact: never beyond
         them). ``crossing``: towards the current goal, pushed off static surfaces within
         ``REPULSION_RANGE_M``, turning back on arrival or where the push cancels the walk (no
@@ -209,9 +215,8 @@ class Motion:
         lim = torch.where(bounce.unsqueeze(-1), self._half - layout.mov_size, float("inf"))
         over, under = p > lim, p < -lim
         speed_abs = vel.abs()
-        self.vel = torch.where(over, -speed_abs, torch.where(under, speed_abs, vel))
+        vel = torch.where(over, -speed_abs, torch.where(under, speed_abs, vel))
         p = torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
         arrived = (goal - p).norm(dim=-1) < ARRIVAL_M
         stalled = vel_c.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
-        self.leg = self.leg ^ ((arrived | stalled) & crossing)
-        return p
+        return p, vel, self.leg ^ ((arrived | stalled) & crossing)

@@ -28,6 +28,7 @@ from navexp.task.maps.grid_path import grid_shape, path_distance
 from navexp.task.maps.random_family import LayoutSpec
 from navexp.task.rewards.terminations import Terminations
 from navexp.task.state import NavState
+from navexp.task.step_graph import StepGraph
 from navexp.task.validation import validate_env_cfg
 
 
@@ -64,6 +65,7 @@ class NavEnv(VecEnv):
         self.backend = parts.backend
         self.sim = make_sim(parts.backend, parts.sim_spec)
         self.lidar_realism, self.safety_filter = parts.lidar_realism, parts.safety_filter
+        self.step_graph = self._make_step_graph()
         # Config scalars the step reads, resolved once (an OmegaConf read costs tens of microseconds).
         self.auto_reset = bool(self.env_cfg.auto_reset)
         self.check_finite = bool(self.env_cfg.check_finite)
@@ -98,7 +100,9 @@ class NavEnv(VecEnv):
         self.stats = EpisodeStats([t.name for t in self.reward_manager.terms], self.OUTCOME_WINDOW, dev)
         self.faults = FaultFlags(n, dev)
         self.steps_taken = 0
-        """Control steps since construction (host counter, stamps faults)."""
+        """Control steps since construction (host counter)."""
+        self._step_count = torch.zeros((), dtype=torch.long, device=dev)
+        """The same count on the device: it stamps faults, so a captured step needs no host value."""
         self._steps_since_check = 0
         self._steps_since_top_up = 0
         self._obs = self.obs_manager.zeros()
@@ -197,7 +201,7 @@ class NavEnv(VecEnv):
         self._read_scan(mask, advance=False)
         self._obs = self.obs_manager.compute(self.state, reset_mask=mask)
         # Stamped with the steps taken before this reset; the last step's overflow was recorded then.
-        self._record_faults(self.steps_taken, self._no_overflow, self._all_ok, self._obs, None)
+        self._record_faults(self._no_overflow, self._all_ok, self._obs, None)
         self.check_faults()  # not the step path: report a bad start at once
         return self._obs
 
@@ -206,10 +210,18 @@ class NavEnv(VecEnv):
 
         Never waits for the device: resets are masked writes, faults are flagged on the device and
         raised every ``check_every`` steps. Rewards read the scan the action was chosen on (the
-        LiDAR is cast once per step, after the resets, for every world)."""
+        LiDAR is cast once per step, after the resets, for every world). With a captured step
+        (``step_graph``, a GPU) the device work replays as one CUDA graph."""
+        self._check_actions(actions)
+        out = self.step_graph(actions) if self.step_graph is not None else self._step_device(actions)
+        self._end_step()
+        return out
+
+    def _step_device(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """The device work of one step (what a step graph captures): no host value read or written."""
         s = self.state
         active = ~self.held
-        action_ok = self._process_actions(actions, active)  # may refuse: nothing changed yet
+        action_ok = self._process_actions(actions, active)
         self._write_ctrl(s.action)
         if self.motion is not None:
             before, after = self.motion.advance(active, self.layout)
@@ -242,8 +254,8 @@ class NavEnv(VecEnv):
         self.sim.sense(dones if self.auto_reset else self._no_change)
         self._read_scan(reset_mask)
         self._obs = self.obs_manager.compute(s, reset_mask=reset_mask)
-        self._record_faults(self.steps_taken + 1, self.sim.overflow, action_ok, self._obs, rewards)
-        self._end_step()
+        self._step_count += 1
+        self._record_faults(self.sim.overflow, action_ok, self._obs, rewards)
         return self._obs, rewards, dones.long(), extras
 
     def check_faults(self) -> None:
@@ -282,6 +294,16 @@ class NavEnv(VecEnv):
             self.layout_pool.refill()
 
     # -- internals --------------------------------------------------------------------------
+    def _make_step_graph(self) -> StepGraph | None:
+        """The whole step as one CUDA graph where the simulator captures its own (warp on a GPU, with
+        ``env.sim.capture_step``); the simulator then runs its kernels inside that graph."""
+        wanted = bool(self.env_cfg.sim.get("capture_step", True))
+        if not (wanted and getattr(self.sim, "graph_enabled", False)):
+            return None
+        self.sim.graph_enabled = False  # its kernels are recorded by the step's graph
+        shape = (self.num_envs, self.num_actions)
+        return StepGraph(self._step_device, shape, self.device, lambda: self.layout_pool.generation)
+
     def _scenario_modes(self) -> frozenset[int]:
         """The motion codes a scenario file's moving entries use (none without a file)."""
         if self.scenarios is None:
@@ -293,14 +315,17 @@ class NavEnv(VecEnv):
         """Cell of the occupancy grid the path check and the goal distance fields use."""
         return float(self.map_spec.cfg.path_cell_m)
 
-    def _process_actions(self, actions: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-        """Move this step's action into ``state.action`` (the last one into ``prev_action``): clipped
-        to [-1, 1], zero in held worlds and in rows with a NaN/inf; return the [N] bool of finite rows."""
+    def _check_actions(self, actions) -> None:
+        """Refuse actions of another type or shape (before anything changes)."""
         if not isinstance(actions, torch.Tensor) or actions.shape != (self.num_envs, self.num_actions):
             shape = tuple(actions.shape) if isinstance(actions, torch.Tensor) else type(actions).__name__
             raise ValueError(
                 f"actions must be a tensor of shape ({self.num_envs}, {self.num_actions}); got {shape}"
             )
+
+    def _process_actions(self, actions: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+        """Move this step's action into ``state.action`` (the last one into ``prev_action``): clipped
+        to [-1, 1], zero in held worlds and in rows with a NaN/inf; return the [N] bool of finite rows."""
         s = self.state
         actions = actions.detach().to(self.device, torch.float32)
         finite = torch.isfinite(actions).all(dim=1) if self.check_finite else self._all_ok
@@ -418,7 +443,6 @@ class NavEnv(VecEnv):
 
     def _record_faults(
         self,
-        step: int,
         overflow: torch.Tensor,
         action_ok: torch.Tensor,
         obs: TensorDict,
@@ -426,7 +450,7 @@ class NavEnv(VecEnv):
     ) -> None:
         """Flag this step's faults in one call (columns in ``faults.SOURCES`` order): the simulator's
         overflow bits [N], and with ``check_finite`` the NaN/inf rows of actions, state, observations and
-        rewards; ``step`` is stamped on the kinds first seen now."""
+        rewards; the device step count is stamped on the kinds first seen now."""
         ok = [overflow == 0, action_ok]
         if self.check_finite:
             ok.append(torch.isfinite(torch.cat((self.sim.qpos, self.sim.qvel), dim=1)).all(dim=1))
@@ -436,7 +460,7 @@ class NavEnv(VecEnv):
         else:
             ok += [self._all_ok] * 3
         assert len(ok) == len(SOURCES)
-        self.faults.record_step(~torch.stack(ok, dim=1), overflow, step)
+        self.faults.record_step(~torch.stack(ok, dim=1), overflow, self._step_count)
 
     def _end_step(self) -> None:
         self.steps_taken += 1

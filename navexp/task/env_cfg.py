@@ -111,6 +111,9 @@ class SimCfg:
     configs load, and for a backend of your own with fixed constraint buffers."""
     cuda_graph: bool = True
     """Capture the physics substeps in a CUDA graph (ignored on CPU)."""
+    capture_step: bool = True
+    """With ``cuda_graph`` on a GPU (warp): capture the whole control step, its torch part included,
+    as one graph (navexp.task.step_graph); false: only the physics and LiDAR kernels."""
     nthread: int | None = None
     """mujoco: worker threads of the rollout pool; None: every core this process may use (under
     torchrun, its share)."""

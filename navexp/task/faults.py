@@ -42,11 +42,12 @@ class FaultFlags:
         flagged = ((self.bits.unsqueeze(-1) >> self._shifts) & 1) == 1
         self.first_step.masked_fill_(flagged & (self.first_step < 0), step)
 
-    def record_step(self, bad: torch.Tensor, overflow: torch.Tensor, step: int) -> None:
+    def record_step(self, bad: torch.Tensor, overflow: torch.Tensor, step: int | torch.Tensor) -> None:
         """One control step's faults at once: ``bad`` [N, S] bool, column s the fault kind s of
         ``SOURCES`` (the overflow column ``overflow != 0``), ``overflow`` [N] int32 the simulator's
         bitmask; flags, overflow bits and first steps as ``flag_overflow``, ``flag`` and ``end_step``
-        would leave them, in a fixed handful of tensor ops (no host sync)."""
+        would leave them, in a fixed handful of tensor ops (no host sync); ``step`` may be a 0-d device
+        tensor (the env's count: a captured step then stamps the step it replays)."""
         self.overflow_bits |= overflow
         # bits |= sum_s bad[:, s] << s: the columns are distinct bits, so the sum is their OR.
         self.bits |= (bad * self._bit_values).sum(dim=1, dtype=torch.int32)

@@ -57,6 +57,9 @@ class LayoutPool:
         self.spec, self.generator, self.device = spec, generator, device
         self.maps = maps or MapSpec()
         self.reserve, self.min_size = int(reserve), int(min_size)
+        self.generation = 0
+        """Counts the pool's re-allocations (a refill into the same memory does not): a captured step
+        (navexp.task.step_graph) that takes from older memory is stale."""
         self.clear()
 
     def clear(self) -> None:
@@ -103,9 +106,19 @@ class LayoutPool:
         self._pool = pool
         self.rows = LayoutRows(pool)
         """The packing of the pool's layouts (the same for every refill of the same slot counts)."""
-        self._pool_rows = self.rows.pack(pool)
+        packed = self.rows.pack(pool)
+        old = getattr(self, "_pool_rows", None)
+        fits = old is not None and old.dtype == packed.dtype and old.shape[1:] == packed.shape[1:]
+        if fits and len(old) >= len(packed):
+            # Into the same memory: a captured step (navexp.task.step_graph) keeps taking from it.
+            old[: len(packed)].copy_(packed)
+            self._num_valid.fill_(pool.num_worlds)
+            self._cursor.zero_()
+            return
+        self._pool_rows = packed
         self._num_valid = torch.tensor(pool.num_worlds, device=self.device)
         self._cursor = torch.zeros((), dtype=torch.long, device=self.device)
+        self.generation += 1
 
     def _source(self, family: str, k: int):
         if self.maps.cfg.rng == "stream":

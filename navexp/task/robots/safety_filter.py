@@ -78,15 +78,15 @@ class SafetyFilter:
         self.cos_sin = torch.stack((beam_angles_rad.cos(), beam_angles_rad.sin()), dim=-1)
         self.radius_m, self.margin_m, self.horizon_s = float(radius_m), float(margin_m), float(horizon_s)
         self.linear_axes = list(linear_axes)
+        self._axes = torch.tensor(self.linear_axes, device=beam_angles_rad.device)
+        """The axes as a device index made once (a list index would copy it from the host every step)."""
         self.max_lin_vel_mps = float(max_lin_vel_mps)
 
     def __call__(self, action: torch.Tensor, scan_m: torch.Tensor) -> torch.Tensor:
         """Clipped actions [N, A] -> the same with the linear components filtered (a new tensor)."""
-        axes, n = self.linear_axes, len(self.linear_axes)
-        vel = torch.nn.functional.pad(action[:, axes] * self.max_lin_vel_mps, (0, 2 - n))
+        n = len(self.linear_axes)
+        vel = torch.nn.functional.pad(action.index_select(1, self._axes) * self.max_lin_vel_mps, (0, 2 - n))
         vel = filter_velocity(
             scan_m, self.cos_sin, vel, self.radius_m, self.margin_m, self.horizon_s, holonomic=n == 2
         )
-        out = action.clone()
-        out[:, axes] = vel[:, :n] / self.max_lin_vel_mps
-        return out
+        return action.index_copy(1, self._axes, vel[:, :n] / self.max_lin_vel_mps)
