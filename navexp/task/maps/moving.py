@@ -12,12 +12,12 @@ goal they pass over is blocked only while one passes. The motion itself is navex
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from navexp.sim.layout import MAX_WAYPOINTS, Layout, obstacle_distance
+from navexp.sim.layout import MAX_WAYPOINTS, Layout, bounding_radii, obstacle_distance
 from navexp.sim.motion import (
     BACK_AND_FORTH,
     BOUNCE,
@@ -27,6 +27,7 @@ from navexp.sim.motion import (
     REPULSION_RANGE_M,
     bounding_radius,
     polyline_point,
+    set_geometry,
     start_position,
 )
 from navexp.task.checks import check, check_range
@@ -162,7 +163,7 @@ def add_moving(
     r = src.uniform((k, spec.cylinder_slots), *spec.cylinder_radius_m)
     half = src.uniform((k, spec.box_slots, 2), *spec.box_half_size_m)
     size = torch.cat((torch.stack((r, r), -1), half), dim=1)
-    bound = size.norm(dim=-1) * torch.where(is_box, 1.0, 2**-0.5)
+    bound = bounding_radii(size, is_box)
     mode = _draw_modes(spec, k, src)
     speed = src.uniform((k, m), *spec.speed_mps)
     lim = torch.tensor([half_x, half_y], device=dev) - size  # [K, M, 2] centre limits
@@ -178,9 +179,15 @@ def add_moving(
     moving.mov_vel, moving.mov_size, moving.mov_speed = take(vel), size, speed
     moving.mov_delay = src.uniform((k, m), *spec.start_delay_s)
     moving.mov_start = take(t0)
-    for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
-        setattr(lay, name, getattr(moving, name))
-    lay.mov_size, lay.mov_is_box, lay.mov_start = moving.mov_size, moving.mov_is_box, moving.mov_start
+    set_geometry(moving)  # the path geometry once per layout: a step reads it
+    _take_moving_fields(lay, moving)
+
+
+def _take_moving_fields(lay: Layout, moving: Layout) -> None:
+    """Set every moving-obstacle field (``mov_*``) of ``lay`` to ``moving``'s."""
+    for f in fields(Layout):
+        if f.name.startswith("mov_"):
+            setattr(lay, f.name, getattr(moving, f.name))
 
 
 def _pick(x: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
@@ -276,9 +283,7 @@ def with_moving_slots(lay: Layout, spec: MovingSpec | None) -> Layout:
     empty = Layout.empty(
         lay.num_worlds, 0, 0, lay.robot_xy.device, moving_slots=(spec.cylinder_slots, spec.box_slots)
     )
-    for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
-        setattr(lay, name, getattr(empty, name))
-    lay.mov_size, lay.mov_is_box, lay.mov_start = empty.mov_size, empty.mov_is_box, empty.mov_start
+    _take_moving_fields(lay, empty)
     return lay
 
 
