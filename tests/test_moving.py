@@ -4,6 +4,7 @@ spawns clear at t = 0, determinism per seed, key-by-key validation, backend pari
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -625,3 +626,72 @@ def test_the_lean_nearest_obstacle_query_equals_the_old_one():
     old_dist, old_closest = old_nearest(points, lay, 4.0, 3.0)
     assert torch.equal(dist, old_dist) and torch.equal(closest, old_closest)
     assert bool((dist[:, 0] < 0)[lay.box_active[:, 0]].all())  # the points inside a box read negative
+
+
+def _motion_runs(n: int, steps: int, *motions: Motion, lay: Layout) -> list[list[torch.Tensor]]:
+    """Each motion's positions after every one of ``steps`` control steps (about 1 world in 10 held)."""
+    gen = torch.Generator().manual_seed(0)
+    for m in motions:
+        m.reset(torch.ones(n, dtype=torch.bool), lay)
+    runs: list[list[torch.Tensor]] = [[] for _ in motions]
+    for _ in range(steps):
+        active = torch.rand(n, generator=gen) > 0.1
+        for m, run in zip(motions, runs, strict=True):
+            run.append(m.advance(active, lay)[1].clone())
+    return runs
+
+
+@pytest.mark.skipif(
+    not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile needs a C++ compiler"
+)
+def test_the_compiled_motion_follows_the_eager_one_for_every_model_over_200_steps():
+    """env.dynamic.compile_motion: recipe=dynamic's layouts, 64 worlds, 200 control steps, compiled
+    (its first step timed) against eager: loops, back-and-forth paths and crossing agents within 1e-5 m
+    at every step (the compiled norm, sin and cos may differ from eager's in the last bit); a bouncing
+    obstacle within 1e-3 m (1.3e-5 m measured: each bounce off a round obstacle magnifies a last-bit
+    difference of its normal, so the bound is loose, and a missed bounce would be off by metres)."""
+    env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=64", "seed=5")
+    lay, n = env.layout, 64
+    args = (n, lay.moving_slots, env.half_x, env.half_y, DT, "cpu")
+    compiled = Motion(*args, compile=True)
+    fast, eager = _motion_runs(n, 200, compiled, Motion(*args), lay=lay)
+    assert compiled._compiled is not None and compiled.compile_s > 0  # compiled, no eager fallback
+    gap = torch.stack([(a - b).norm(dim=-1) for a, b in zip(fast, eager, strict=True)]).amax(0)  # [N, M]
+    for mode, bound in ((LOOP, 1e-5), (BACK_AND_FORTH, 1e-5), (CROSSING, 1e-5), (BOUNCE, 1e-3)):
+        assert float(gap[lay.mov_mode == mode].max()) <= bound, (mode, float(gap[lay.mov_mode == mode].max()))
+
+
+def test_the_motion_runs_eagerly_with_one_warning_when_compiling_fails(monkeypatch):
+    """A torch.compile whose compiled step raises (no C++ compiler here): the first step warns once,
+    naming the key and the error, and every step equals the eager motion's bit for bit (10 steps,
+    recipe=dynamic, 8 worlds); no second warning."""
+    import warnings
+
+    def no_compiler(fn, **kwargs):
+        def fail(*args):
+            raise RuntimeError("no C++ compiler found")
+
+        return fail
+
+    env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=8", "seed=5")
+    lay = env.layout
+    args = (8, lay.moving_slots, env.half_x, env.half_y, DT, "cpu")
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    failing = Motion(*args, compile=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tried, eager = _motion_runs(8, 10, failing, Motion(*args), lay=lay)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "env.dynamic.compile_motion" in messages[0] and "no C++ compiler found" in messages[0]
+    assert messages[0].endswith("it runs eagerly")
+    assert all(torch.equal(a, b) for a, b in zip(tried, eager, strict=True))
+
+
+def test_compile_motion_takes_a_bool():
+    """env.dynamic.compile_motion='yes' (a config without the typed schema) fails in one line naming
+    the key, the value and true | false."""
+    from navexp.task.maps.moving import DynamicCfg, check_dynamic_cfg
+
+    with pytest.raises(ValueError, match=r"dynamic.compile_motion='yes' is invalid; allowed: true \| false"):
+        check_dynamic_cfg(DynamicCfg(compile_motion="yes"))

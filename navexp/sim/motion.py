@@ -29,6 +29,9 @@ Motion models (``Layout.mov_mode``, codes in ``MODES``):
 
 from __future__ import annotations
 
+import time
+import warnings
+
 import torch
 
 from navexp.sim.layout import MAX_WAYPOINTS, Layout, nearest_obstacle, path_geometry
@@ -166,6 +169,7 @@ class Motion:
         dt: float,
         device,
         modes: frozenset[int] = frozenset(range(1, len(MODES))),
+        compile: bool = False,
     ) -> None:
         self.half_x, self.half_y, self.dt = half_x, half_y, dt
         self.modes = modes
@@ -179,6 +183,11 @@ class Motion:
         """The room's half sizes [2] (m), made once."""
         self._inf = torch.tensor(float("inf"), device=device)
         """A 0-d inf (a masked fill without a scalar made on every step)."""
+        self._compiled = torch.compile(self._step, dynamic=False) if compile else None
+        """``_step`` through ``torch.compile`` (``env.dynamic.compile_motion``; compiled on its first
+        call, fused kernels instead of ~170 small ops); None: eager."""
+        self.compile_s: float | None = None
+        """Seconds the first compiled step took (tracing and compiling included); None until then."""
 
     def reset(self, mask: torch.Tensor, layout: Layout) -> None:
         """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
@@ -190,9 +199,31 @@ class Motion:
 
     def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
         """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
-        the positions [N, M, 2] before and after it. One masked pass: every slot's path point (the
-        layout's path geometry) and, where a layout may steer (bounce, crossing), its steered step,
-        each slot taking its model's."""
+        the positions [N, M, 2] before and after it. Compiled where asked; where compiling fails (no
+        C++ compiler, an unsupported op) one warning, and the eager step from then on."""
+        if self._compiled is None:
+            return self._step(active, layout)
+        try:
+            if self.compile_s is not None:
+                return self._compiled(active, layout)
+            start = time.perf_counter()
+            out = self._compiled(active, layout)
+            self.compile_s = time.perf_counter() - start
+            return out
+        except Exception as err:  # the state is written after the compiled graph ran: nothing half-done
+            warnings.warn(
+                f"env.dynamic.compile_motion: compiling the motion step failed ({type(err).__name__}: "
+                f"{str(err)[:200]}); it runs eagerly",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._compiled = None
+            return self._step(active, layout)
+
+    def _step(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """``advance``, eager: one masked pass, every slot's path point (the layout's path geometry)
+        and, where a layout may steer (bounce, crossing), its steered step, each slot taking its
+        model's."""
         before, vel, leg, mode = self.pos, self.vel, self.leg, layout.mov_mode
         self.t = self.t + self.dt * active
         since = self.t.unsqueeze(-1) - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
