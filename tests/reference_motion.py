@@ -1,6 +1,8 @@
 """The moving obstacles' motion as navexp.sim.motion computed it before the fused step (issue 50,
 item 3): the reference ``tests/test_moving.py`` holds the fused motion to. Copied verbatim from
-navexp/sim/motion.py and navexp/sim/layout.py (``nearest_obstacle``) of commit 01c89e5."""
+navexp/sim/motion.py and navexp/sim/layout.py (``nearest_obstacle``) of commit 01c89e5; the bounding
+radius is computed from the sizes here (the motion reads ``Layout.mov_radius`` since the path
+geometry moved into the layout)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,12 @@ from navexp.sim.motion import (
     REPULSION_RANGE_M,
     STALL_FRACTION,
     Motion,
-    bounding_radius,
 )
+
+
+def bounding_radius(layout: Layout) -> torch.Tensor:
+    """[K, M] the radius of each moving obstacle's bounding circle (a box's half-diagonal)."""
+    return layout.mov_size.norm(dim=-1) * torch.where(layout.mov_is_box, 1.0, 2**-0.5)
 
 
 def _cylinder_parts(p: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

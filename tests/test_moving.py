@@ -4,6 +4,7 @@ spawns clear at t = 0, determinism per seed, key-by-key validation, backend pari
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -22,11 +23,12 @@ from navexp.sim.motion import (
     LOOP,
     Motion,
     polyline_point,
+    set_geometry,
     start_position,
     time_to_contact,
 )
 from navexp.task.maps.families import MapSpec
-from navexp.task.maps.moving import MovingSpec, clear_of_moving
+from navexp.task.maps.moving import MovingSpec, clear_of_moving, with_moving_slots
 from navexp.task.maps.pool import LayoutPool
 from navexp.task.maps.scenario_files import load_scenario_file
 from navexp.task.state import REASONS
@@ -44,6 +46,7 @@ def one_obstacle(mode: int, path: list[list[float]], speed: float, radius: float
     lay.mov_npts[0, 0] = len(path)
     lay.mov_speed[0, 0] = speed
     lay.mov_size[0, 0] = radius
+    set_geometry(lay)
     lay.mov_start = start_position(lay)
     return lay
 
@@ -495,10 +498,11 @@ def test_trajectory_figures_draw_each_moving_obstacles_track():
 def test_the_fused_motion_equals_the_old_formulas_for_every_model_over_200_steps():
     """recipe=dynamic's layouts (static cylinders, boxes and walls; 2-4 moving obstacles of all four
     models), 64 worlds for 200 control steps (20 s), about 1 world in 10 held each step and a quarter
-    of them restarted at step 100: after every step the fused ``Motion.advance`` (one masked pass, one
-    lean nearest-surface query) puts every moving obstacle where the old per-model formulas
-    (tests/reference_motion.py) do, within 1e-6 m, keeps the same bounce velocities and crossing
-    legs, and an obstacle of every model ended more than 1 m from its start."""
+    of them restarted at step 100: after every step the fused ``Motion.advance`` (one masked pass, the
+    path geometry read from the layout, one lean nearest-surface query) puts every moving obstacle
+    where the old per-model formulas (tests/reference_motion.py: the geometry recomputed from the
+    waypoints every step) do, bit for bit, keeps the same bounce velocities and crossing legs, and
+    an obstacle of every model ended more than 1 m from its start."""
     from reference_motion import ReferenceMotion
 
     env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=64", "seed=5")
@@ -510,7 +514,7 @@ def test_the_fused_motion_equals_the_old_formulas_for_every_model_over_200_steps
     gen = torch.Generator().manual_seed(0)
     for m in (fused, old):
         m.reset(torch.ones(n, dtype=torch.bool), lay)
-    start, worst = fused.pos.clone(), 0.0
+    start = fused.pos.clone()
     bounce = lay.mov_mode == BOUNCE
     for step in range(200):
         active = torch.rand(n, generator=gen) > 0.1
@@ -520,12 +524,70 @@ def test_the_fused_motion_equals_the_old_formulas_for_every_model_over_200_steps
             old.reset(restart, lay)
         fused.advance(active, lay)
         old.advance(active, lay)
-        worst = max(worst, float((fused.pos - old.pos).abs().max()))
+        assert torch.equal(fused.pos, old.pos), (step, float((fused.pos - old.pos).abs().max()))
         assert torch.equal(fused.vel[bounce], old.vel[bounce]) and torch.equal(fused.leg, old.leg), step
-    assert worst <= 1e-6, worst
     travel = (fused.pos - start).norm(dim=-1)
     for mode in (LOOP, BACK_AND_FORTH, BOUNCE, CROSSING):
         assert float(travel[lay.mov_mode == mode].max()) > 1.0, mode
+
+
+def test_path_geometry_of_a_bent_path_open_and_closed():
+    """(0, 0) -> (3, 0) -> (3, 4), 3 points in a 4-point slot. Open (back and forth): segments of 3 and
+    4 m starting 0 and 3 m along, L = 7 m, period 2 x 7 = 14 m, the first segment ends at 3 m and the
+    second (the last in use) reads inf. Closed (loop): the closing side (3, 4) -> (0, 0) is 5 m, L =
+    3 + 4 + 5 = 12 m = the period, ends 3, 7, inf. 10 m along the loop is 3 m down the closing side:
+    (3, 4) + 3/5 (-3, -4) = (1.2, 1.6)."""
+    from navexp.sim.layout import path_geometry
+    from navexp.sim.motion import segment_point
+
+    path = torch.tensor([[0.0, 0.0], [3.0, 0.0], [3.0, 4.0], [3.0, 4.0]])
+    n = torch.tensor(3)
+    inf = float("inf")
+    seg, ends, length, period = path_geometry(path, n, torch.tensor(False))
+    assert torch.equal(seg[:2], torch.tensor([[0.0, 0, 3, 0, 0, 3], [3.0, 0, 0, 4, 3, 4]]))
+    assert ends.tolist() == [3.0, inf, inf, inf] and (float(length), float(period)) == (7.0, 14.0)
+    seg, ends, length, period = path_geometry(path, n, torch.tensor(True))
+    assert torch.equal(seg[2], torch.tensor([3.0, 4, -3, -4, 7, 5]))
+    assert ends.tolist() == [3.0, 7.0, inf, inf] and (float(length), float(period)) == (12.0, 12.0)
+    p = segment_point(seg, ends, length, period, torch.tensor(10.0), torch.tensor(True))
+    assert torch.allclose(p, torch.tensor([1.2, 1.6]))
+
+
+def _geometry_is_current(lay: Layout) -> bool:
+    """The layout's path geometry and bounding radii equal those recomputed from its waypoints."""
+    fresh = lay.index(torch.arange(lay.num_worlds))
+    set_geometry(fresh)
+    names = ("mov_seg", "mov_seg_end", "mov_length", "mov_period", "mov_radius")
+    return all(torch.equal(getattr(lay, f), getattr(fresh, f)) for f in names)
+
+
+def test_every_source_of_layouts_carries_the_path_geometry_of_its_paths(scenario_file):
+    """The geometry fields (``mov_seg``, ``mov_seg_end``, ``mov_length``, ``mov_period``,
+    ``mov_radius``) equal those recomputed from the waypoints in: the pool's env=dynamic layouts
+    (path_length_m 2-5 m: a loop's perimeter 4 x L/2 and a segment's way there and back 2 L are at
+    most 10 m), a scenario file's back-and-forth person (4 m: period 8 m, radius 0.3 m) with jittered
+    cases, Layout.empty and a ROS map's layouts (``with_moving_slots``: every slot unused), and the
+    env's own packed layouts after 30 steps with resets."""
+    spec = replace(ROOM_SPEC, moving=MovingSpec.from_cfg(compose_config(["env=dynamic"]).env.dynamic))
+    pool = LayoutPool(spec, 64, torch.Generator().manual_seed(0), "cpu", maps=MapSpec())
+    pool.refill()
+    drawn = pool.take(torch.ones(128, dtype=torch.bool))
+    assert _geometry_is_current(drawn)
+    on_path = (drawn.mov_mode == LOOP) | (drawn.mov_mode == BACK_AND_FORTH)
+    period = drawn.mov_period[on_path]
+    assert period.numel() > 0 and bool(((period > 0) & (period <= 10 + 1e-4)).all())
+    text = ENTRY.format(obstacle="{kind: cylinder, radius: 0.3, path: [[0, -2], [0, 2]], speed_mps: 1}")
+    text += "    jitter: {xy_m: 0.5, goal_xy_m: 0.5, cases: 4}\n"
+    cases = load_scenario_file(scenario_file(text), spec, MapSpec())
+    assert _geometry_is_current(cases)
+    assert cases.mov_period[:, 0].tolist() == [8.0] * 4
+    assert torch.allclose(cases.mov_radius[:, 0], torch.tensor(0.3))
+    assert _geometry_is_current(Layout.empty(3, 1, 1, "cpu", moving_slots=(2, 1)))
+    assert _geometry_is_current(with_moving_slots(Layout.empty(3, 1, 1, "cpu"), spec.moving))
+    env = build_env("env=dynamic", "env.sim.backend=mujoco", "env.num_envs=8", "env.episode_length_s=1.0")
+    for _ in range(30):
+        env.step(torch.zeros(8, 3))
+    assert int(env.episode_count.min()) >= 2 and _geometry_is_current(env.layout)
 
 
 def test_the_lean_nearest_obstacle_query_equals_the_old_one():
@@ -564,3 +626,72 @@ def test_the_lean_nearest_obstacle_query_equals_the_old_one():
     old_dist, old_closest = old_nearest(points, lay, 4.0, 3.0)
     assert torch.equal(dist, old_dist) and torch.equal(closest, old_closest)
     assert bool((dist[:, 0] < 0)[lay.box_active[:, 0]].all())  # the points inside a box read negative
+
+
+def _motion_runs(n: int, steps: int, *motions: Motion, lay: Layout) -> list[list[torch.Tensor]]:
+    """Each motion's positions after every one of ``steps`` control steps (about 1 world in 10 held)."""
+    gen = torch.Generator().manual_seed(0)
+    for m in motions:
+        m.reset(torch.ones(n, dtype=torch.bool), lay)
+    runs: list[list[torch.Tensor]] = [[] for _ in motions]
+    for _ in range(steps):
+        active = torch.rand(n, generator=gen) > 0.1
+        for m, run in zip(motions, runs, strict=True):
+            run.append(m.advance(active, lay)[1].clone())
+    return runs
+
+
+@pytest.mark.skipif(
+    not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile needs a C++ compiler"
+)
+def test_the_compiled_motion_follows_the_eager_one_for_every_model_over_200_steps():
+    """env.dynamic.compile_motion: recipe=dynamic's layouts, 64 worlds, 200 control steps, compiled
+    (its first step timed) against eager: loops, back-and-forth paths and crossing agents within 1e-5 m
+    at every step (the compiled norm, sin and cos may differ from eager's in the last bit); a bouncing
+    obstacle within 1e-3 m (1.3e-5 m measured: each bounce off a round obstacle magnifies a last-bit
+    difference of its normal, so the bound is loose, and a missed bounce would be off by metres)."""
+    env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=64", "seed=5")
+    lay, n = env.layout, 64
+    args = (n, lay.moving_slots, env.half_x, env.half_y, DT, "cpu")
+    compiled = Motion(*args, compile=True)
+    fast, eager = _motion_runs(n, 200, compiled, Motion(*args), lay=lay)
+    assert compiled._compiled is not None and compiled.compile_s > 0  # compiled, no eager fallback
+    gap = torch.stack([(a - b).norm(dim=-1) for a, b in zip(fast, eager, strict=True)]).amax(0)  # [N, M]
+    for mode, bound in ((LOOP, 1e-5), (BACK_AND_FORTH, 1e-5), (CROSSING, 1e-5), (BOUNCE, 1e-3)):
+        assert float(gap[lay.mov_mode == mode].max()) <= bound, (mode, float(gap[lay.mov_mode == mode].max()))
+
+
+def test_the_motion_runs_eagerly_with_one_warning_when_compiling_fails(monkeypatch):
+    """A torch.compile whose compiled step raises (no C++ compiler here): the first step warns once,
+    naming the key and the error, and every step equals the eager motion's bit for bit (10 steps,
+    recipe=dynamic, 8 worlds); no second warning."""
+    import warnings
+
+    def no_compiler(fn, **kwargs):
+        def fail(*args):
+            raise RuntimeError("no C++ compiler found")
+
+        return fail
+
+    env = build_env("recipe=dynamic", "env.sim.backend=mujoco", "env.num_envs=8", "seed=5")
+    lay = env.layout
+    args = (8, lay.moving_slots, env.half_x, env.half_y, DT, "cpu")
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    failing = Motion(*args, compile=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tried, eager = _motion_runs(8, 10, failing, Motion(*args), lay=lay)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "env.dynamic.compile_motion" in messages[0] and "no C++ compiler found" in messages[0]
+    assert messages[0].endswith("it runs eagerly")
+    assert all(torch.equal(a, b) for a, b in zip(tried, eager, strict=True))
+
+
+def test_compile_motion_takes_a_bool():
+    """env.dynamic.compile_motion='yes' (a config without the typed schema) fails in one line naming
+    the key, the value and true | false."""
+    from navexp.task.maps.moving import DynamicCfg, check_dynamic_cfg
+
+    with pytest.raises(ValueError, match=r"dynamic.compile_motion='yes' is invalid; allowed: true \| false"):
+        check_dynamic_cfg(DynamicCfg(compile_motion="yes"))

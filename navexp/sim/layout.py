@@ -15,6 +15,17 @@ import torch
 
 MAX_WAYPOINTS = 8
 """Waypoints a moving obstacle's path holds (``Layout.mov_path`` [K, M, MAX_WAYPOINTS, 2])."""
+SEGMENT_COLUMNS = 6
+"""Numbers per path segment in ``Layout.mov_seg``: start point (x, y), vector to its end (dx, dy),
+metres along the path where it begins, its length (m, >= 1e-9)."""
+
+
+POSE_FIELDS = (
+    *("cyl_xy", "cyl_r", "cyl_active", "box_xy", "box_half", "box_yaw", "box_active"),
+    *("robot_xy", "robot_yaw", "goal_xy", "wall_xy", "wall_half", "wall_yaw", "wall_active"),
+    *("mov_mode", "mov_speed", "mov_size", "mov_is_box", "mov_start"),
+)
+"""The ``Layout`` fields ``slot_poses`` and ``slot_sizes`` read, with the robot's start and goal."""
 
 
 @dataclass
@@ -85,6 +96,20 @@ class Layout:
     mov_start: torch.Tensor | None = None
     """[K, M, 2] where each moving obstacle stands at t = 0 (navexp.sim.motion.start_position of the
     fields above, kept so a reset computes nothing)."""
+    # The path geometry, derived from the fields above once per layout (navexp.sim.motion.set_geometry,
+    # ``path_geometry``) so a control step reads it instead of recomputing it.
+    mov_seg: torch.Tensor | None = None
+    """[K, M, P, SEGMENT_COLUMNS] per path segment: start point (x, y), vector to its end (dx, dy),
+    metres along the path where it begins, its length (m, >= 1e-9); segment P-1 of a loop closes it."""
+    mov_seg_end: torch.Tensor | None = None
+    """[K, M, P] metres along the path where each segment ends; inf for the last segment in use and the
+    unused ones (the number of ends at or before ``u`` is the index of the segment ``u`` lies on)."""
+    mov_length: torch.Tensor | None = None
+    """[K, M] length L of the path (m, >= 1e-9; a loop's closing side included)."""
+    mov_period: torch.Tensor | None = None
+    """[K, M] metres after which the motion repeats: L for a loop, 2 L there and back."""
+    mov_radius: torch.Tensor | None = None
+    """[K, M] radius of the obstacle's bounding circle (m; a box's half-diagonal)."""
 
     def __post_init__(self) -> None:
         # Optional fields default to "no wall slots" and "unknown id/path" (rows as robot_xy).
@@ -114,6 +139,8 @@ class Layout:
         self.mov_vel, self.mov_size = empty(2), empty(2)
         self.mov_is_box = empty(dtype=torch.bool)
         self.mov_start = empty(2)
+        self.mov_seg, self.mov_seg_end = empty(MAX_WAYPOINTS, SEGMENT_COLUMNS), empty(MAX_WAYPOINTS)
+        self.mov_length, self.mov_period, self.mov_radius = empty(), empty(), empty()
 
     @property
     def num_worlds(self) -> int:
@@ -123,9 +150,12 @@ class Layout:
         """The same layouts on ``device``."""
         return Layout(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
-    def index(self, idx: torch.Tensor) -> Layout:
-        """Return the layouts of the worlds ``idx`` (a K' index or a K mask)."""
-        return Layout(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+    def index(self, idx: torch.Tensor, names: tuple[str, ...] | None = None) -> Layout:
+        """Return the layouts of the worlds ``idx`` (a K' index or a K mask); with ``names``, only those
+        fields are taken (the others get their defaults: ``POSE_FIELDS`` is what a backend's reset
+        reads, one index op per field)."""
+        names = names or tuple(f.name for f in fields(self))
+        return Layout(**{name: getattr(self, name)[idx] for name in names})
 
     @staticmethod
     def cat(parts: list[Layout]) -> Layout:
@@ -184,7 +214,17 @@ class Layout:
             mov_is_box=is_box.expand(k, m).clone(),
             mov_start=torch.zeros(k, m, 2, **z),
         )
+        lay.set_path_geometry(torch.zeros(k, m, dtype=torch.bool, device=device))
         return lay
+
+    def set_path_geometry(self, closed: torch.Tensor) -> None:
+        """Derive ``mov_seg``, ``mov_seg_end``, ``mov_length``, ``mov_period`` and ``mov_radius`` from
+        the paths, sizes and kinds, in place; ``closed`` [K, M] bool: the loops (navexp.sim.motion's
+        ``set_geometry`` passes them). Run it after writing any of ``mov_path``, ``mov_npts``,
+        ``mov_mode``, ``mov_size`` or ``mov_is_box``."""
+        geometry = path_geometry(self.mov_path, self.mov_npts, closed)
+        self.mov_seg, self.mov_seg_end, self.mov_length, self.mov_period = geometry
+        self.mov_radius = bounding_radii(self.mov_size, self.mov_is_box)
 
     @property
     def moving_slots(self) -> int:
@@ -291,6 +331,36 @@ def slot_sizes(layout: Layout, half_height: float) -> tuple[torch.Tensor, torch.
     return torch.cat((cyl_size, box, mov_size), dim=1), torch.cat((cyl_half, box, mov_half), dim=1)
 
 
+def path_geometry(
+    path: torch.Tensor, npts: torch.Tensor, closed: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The geometry of polylines path [..., P, 2] with npts [...] points in use (>= 1), closed [...]
+    bool (the last point joins the first): segments [..., P, SEGMENT_COLUMNS], where each ends
+    [..., P] (inf past the last in use), length L [...] and period [...] (L closed, 2 L open); the
+    fields ``Layout.mov_seg``, ``mov_seg_end``, ``mov_length``, ``mov_period``.
+
+    Worked case: (0, 0), (3, 0), (3, 4), open: segments of 3 and 4 m starting at 0 and 3 m, L = 7,
+    period 14; the second segment's end reads inf (the last in use), so no ``u`` searches past it."""
+    p = path.shape[-2]
+    j = torch.arange(p, device=path.device)
+    n = npts.unsqueeze(-1)
+    nxt = torch.arange(1, p + 1, device=path.device).remainder(n)  # a loop's last point joins the first
+    step = path.gather(-2, nxt.unsqueeze(-1).expand(*nxt.shape, 2)) - path  # [..., P, 2] b - a
+    nseg = torch.where(closed.unsqueeze(-1), n, n - 1)  # [..., 1] segments in use
+    seg = torch.where(j < nseg, step.norm(dim=-1), 0.0)  # [..., P]
+    total = seg.sum(-1).clamp_min(1e-9)
+    cum_end = seg.cumsum(-1)
+    ends = torch.where(j < nseg - 1, cum_end, float("inf"))
+    table = torch.cat((path, step, (cum_end - seg).unsqueeze(-1), seg.clamp_min(1e-9).unsqueeze(-1)), -1)
+    return table, ends, total, torch.where(closed, total, 2 * total)
+
+
+def bounding_radii(size: torch.Tensor, is_box: torch.Tensor) -> torch.Tensor:
+    """[...] radius of the bounding circle of moving obstacles of size [..., 2] (a cylinder's (r, r),
+    a box's half-extents) and kind is_box [...]: r (|(r, r)| / sqrt 2) or the half-diagonal."""
+    return size.norm(dim=-1) * torch.where(is_box, 1.0, 2**-0.5)
+
+
 def rotation_matrices(yaw: torch.Tensor) -> torch.Tensor:
     """[..., 2, 2] rotation matrices R(yaw) = [[cos, -sin], [sin, cos]] for yaw [...] (rad): a column
     vector turns counter-clockwise as ``R @ v``, a row vector clockwise as ``v @ R`` (into a frame
@@ -344,7 +414,8 @@ def _room_walls(half_x: float, half_y: float, device) -> tuple[torch.Tensor, ...
     """Constants of the room's four inner faces (+x, -x, +y, -y): the coordinate each one measures
     (index [4]), its sign [4] and offset [4] (distance = offset + sign * coordinate), and which
     coordinate its closest point fixes (mask [4, 2]) to what (value [4, 2]); then the signs [2] that
-    turn a swapped (y, x) into (y, -x) and (-y, x) (a rotation as cos v + sin swap(v) sign)."""
+    turn a swapped (y, x) into (y, -x) and (-y, x) (a rotation as cos v + sin swap(v) sign), and a 0-d
+    inf (the distance of an inactive slot)."""
     key = (half_x, half_y, str(device))
     if key not in _WALL_CONSTANTS:  # made by kernels on the device (no host copy), once
         face = torch.arange(4, device=device)
@@ -353,7 +424,8 @@ def _room_walls(half_x: float, half_y: float, device) -> tuple[torch.Tensor, ...
         offset = torch.where(axis == 0, half_x, half_y).float()
         mask = torch.stack((axis == 0, axis == 1), dim=-1)
         value = torch.where(mask, (-sign * offset).unsqueeze(-1), 0.0)
-        _WALL_CONSTANTS[key] = (axis, sign, offset, mask, value, -sign[:2], sign[:2])
+        inf = torch.full((), float("inf"), device=device)
+        _WALL_CONSTANTS[key] = (axis, sign, offset, mask, value, -sign[:2], sign[:2], inf)
     return _WALL_CONSTANTS[key]
 
 
@@ -383,20 +455,18 @@ def nearest_obstacle(
     cxy, r = layout.cyl_xy.unsqueeze(1), layout.cyl_r.unsqueeze(1)
     rel = p - cxy
     norm = rel.norm(dim=-1).clamp_min(1e-9)
-    d_cyl = torch.where(layout.cyl_active.unsqueeze(1), norm - r, float("inf"))
+    axis, sign, offset, mask, value, to_box, to_world, inf = _room_walls(half_x, half_y, points.device)
+    d_cyl = torch.where(layout.cyl_active.unsqueeze(1), norm - r, inf)
     c_cyl = cxy + rel / norm.unsqueeze(-1) * r.unsqueeze(-1)
     # Boxes (and walls): the distance in the box frame q = R(-yaw)(p - c) (R(-yaw): cos, -sin).
     xy, half, yaw, active = layout.boxes_and_walls()
-    axis, sign, offset, mask, value, to_box, to_world = _room_walls(half_x, half_y, points.device)
-    xy, half, yaw = xy.unsqueeze(1), half.unsqueeze(1), yaw.unsqueeze(1).unsqueeze(-1)
+    xy, half, yaw = xy.unsqueeze(1), half.unsqueeze(1), yaw.view(yaw.shape[0], 1, -1, 1)  # one view op
     cos, sin = torch.cos(yaw), torch.sin(yaw)  # [K, 1, B+W, 1]
     v = p - xy
     q = cos * v + sin * (v.flip(-1) * to_box)  # (cos vx + sin vy, cos vy - sin vx) [K, P, B+W, 2]
     excess = q.abs() - half
     deepest = excess.max(dim=-1).values
-    d_box = torch.where(
-        active.unsqueeze(1), excess.clamp_min(0).norm(dim=-1) + deepest.clamp_max(0), float("inf")
-    )
+    d_box = torch.where(active.unsqueeze(1), excess.clamp_min(0).norm(dim=-1) + deepest.clamp_max(0), inf)
     # The closest point is q clamped to the box, except inside one, where the clamp is the point itself:
     # there the axis closest to a face (x where its excess is the larger, else y) goes to that face.
     x_face = excess[..., :1] > excess[..., 1:]
@@ -408,5 +478,5 @@ def nearest_obstacle(
     c_wall = torch.where(mask, value, p)  # [K, P, 4, 2]
     dist, arg = torch.cat((d_cyl, d_box, d_wall), dim=-1).min(dim=-1)
     c_all = torch.cat((c_cyl, c_box, c_wall), dim=2)
-    closest = c_all.gather(2, arg[..., None, None].expand(-1, -1, 1, 2)).squeeze(2)
+    closest = c_all.gather(2, arg.view(*arg.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
     return dist, closest

@@ -29,11 +29,23 @@ Motion models (``Layout.mov_mode``, codes in ``MODES``):
 
 from __future__ import annotations
 
+import time
+import warnings
+
 import torch
 
-from navexp.sim.layout import MAX_WAYPOINTS, Layout, nearest_obstacle
+from navexp.sim.layout import MAX_WAYPOINTS, Layout, nearest_obstacle, path_geometry
 
-__all__ = ["MAX_WAYPOINTS", "MODES", "Motion", "polyline_point", "start_position", "time_to_contact"]
+__all__ = [
+    "MAX_WAYPOINTS",
+    "MODES",
+    "Motion",
+    "path_point",
+    "polyline_point",
+    "set_geometry",
+    "start_position",
+    "time_to_contact",
+]
 
 MODES = ("none", "loop", "back_and_forth", "bounce", "crossing")
 """``Layout.mov_mode`` codes: an index into this tuple (0: the slot is unused)."""
@@ -57,31 +69,50 @@ def polyline_point(
     Worked case: one 4 m segment, open, s = 8 (1 m/s for 8 s) -> 8 mod 8 = 0 -> the start; s = 4 ->
     the far end; s = 5 -> 3 m from the start on the way back.
 
-    Segment k (the one ``s`` falls on) is a_k + frac (b_k - a_k), frac = (u - start_k) / length_k
-    clamped to [0, 1], evaluated for every segment at once and the k-th taken (one gather)."""
-    p = path.shape[-2]
-    j = torch.arange(p, device=path.device)
-    n = npts.unsqueeze(-1)
-    nxt = torch.arange(1, p + 1, device=path.device).remainder(n)  # a loop's last point joins the first
-    ends = path.gather(-2, nxt.unsqueeze(-1).expand(*nxt.shape, 2))
-    step = ends - path  # [..., P, 2] b - a of every segment
-    nseg = torch.where(closed.unsqueeze(-1), n, n - 1)  # [..., 1] segments in use
-    used = j < nseg
-    seg = torch.where(used, step.norm(dim=-1), 0.0)  # [..., P]
-    total = seg.sum(-1).clamp_min(1e-9)
-    u = torch.where(closed, s.remainder(total), total - (s.remainder(2 * total) - total).abs()).unsqueeze(-1)
-    cum_end = seg.cumsum(-1)
-    k = ((cum_end <= u) & used).sum(-1, keepdim=True).clamp_max((nseg - 1).clamp_min(0))  # [..., 1]
-    frac = ((u - (cum_end - seg)) / seg.clamp_min(1e-9)).clamp(0.0, 1.0)
-    point = path + frac.unsqueeze(-1) * step  # [..., P, 2]: the point on each segment
-    return point.gather(-2, k.unsqueeze(-1).expand(*k.shape, 2)).squeeze(-2)
+    The geometry (``navexp.sim.layout.path_geometry``) computed here; a step reads a layout's own
+    (``path_point``)."""
+    seg, ends, length, period = path_geometry(path, npts, closed)
+    return segment_point(seg, ends, length, period, s, closed)
+
+
+def segment_point(
+    seg: torch.Tensor,
+    ends: torch.Tensor,
+    length: torch.Tensor,
+    period: torch.Tensor,
+    s: torch.Tensor,
+    closed: torch.Tensor,
+) -> torch.Tensor:
+    """The point [..., 2] ``s`` [...] metres along polylines of known geometry (``path_geometry``: the
+    segments [..., P, 6], their ends [..., P], length L and period [...]; closed [...] bool).
+
+    ``u = s mod period`` (a loop's), folded to ``L - |u - L|`` on the way back of an open path; segment
+    k is the number of ends at or before u, and the point a_k + frac (b_k - a_k), frac = (u - start_k)
+    / length_k clamped to [0, 1], on that segment alone (one gather)."""
+    r = s.remainder(period)
+    u = torch.where(closed, r, length - (r - length).abs()).unsqueeze(-1)  # [..., 1]
+    k = (ends <= u).sum(-1, keepdim=True)  # [..., 1]
+    g = seg.gather(-2, k.unsqueeze(-1).expand(*k.shape, seg.shape[-1])).squeeze(-2)  # [..., 6]
+    frac = ((u - g[..., 4:5]) / g[..., 5:6]).clamp(0.0, 1.0)
+    return g[..., 0:2] + frac * g[..., 2:4]
+
+
+def path_point(layout: Layout, s: torch.Tensor, closed: torch.Tensor) -> torch.Tensor:
+    """[K, M, 2] the point ``s`` [K, M] metres along each obstacle's path (the layout's geometry)."""
+    return segment_point(layout.mov_seg, layout.mov_seg_end, layout.mov_length, layout.mov_period, s, closed)
+
+
+def set_geometry(layout: Layout) -> None:
+    """Derive the layout's path geometry and bounding radii from its moving obstacles (in place; after
+    drawing or loading them): ``Layout.set_path_geometry`` with the loops closed."""
+    layout.set_path_geometry(layout.mov_mode == LOOP)
 
 
 def path_position(layout: Layout, t: torch.Tensor) -> torch.Tensor:
     """[K, M, 2] where each path-following obstacle is ``t`` [K] seconds into the episode."""
     moving = (t.unsqueeze(-1) - layout.mov_delay).clamp_min(0.0)
     s = layout.mov_phase + layout.mov_speed * moving
-    return polyline_point(layout.mov_path, layout.mov_npts, s, layout.mov_mode == LOOP)
+    return path_point(layout, s, layout.mov_mode == LOOP)
 
 
 def start_position(layout: Layout) -> torch.Tensor:
@@ -93,8 +124,9 @@ def start_position(layout: Layout) -> torch.Tensor:
 
 
 def bounding_radius(layout: Layout) -> torch.Tensor:
-    """[K, M] the radius of each moving obstacle's bounding circle (a box's half-diagonal)."""
-    return layout.mov_size.norm(dim=-1) * torch.where(layout.mov_is_box, 1.0, 2**-0.5)
+    """[K, M] the radius of each moving obstacle's bounding circle (a box's half-diagonal): the
+    layout's ``mov_radius``."""
+    return layout.mov_radius
 
 
 def time_to_contact(
@@ -137,6 +169,7 @@ class Motion:
         dt: float,
         device,
         modes: frozenset[int] = frozenset(range(1, len(MODES))),
+        compile: bool = False,
     ) -> None:
         self.half_x, self.half_y, self.dt = half_x, half_y, dt
         self.modes = modes
@@ -151,6 +184,13 @@ class Motion:
         self._before = torch.zeros_like(self.pos)
         """The positions before the last step. Every tensor here is written in place, never re-bound,
         so a captured control step (``navexp.task.step_graph``) replays on the same memory."""
+        self._inf = torch.tensor(float("inf"), device=device)
+        """A 0-d inf (a masked fill without a scalar made on every step)."""
+        self._compiled = torch.compile(self._step, dynamic=False) if compile else None
+        """``_step`` through ``torch.compile`` (``env.dynamic.compile_motion``; compiled on its first
+        call, fused kernels instead of ~170 small ops); None: eager."""
+        self.compile_s: float | None = None
+        """Seconds the first compiled step took (tracing and compiling included); None until then."""
 
     def reset(self, mask: torch.Tensor, layout: Layout) -> None:
         """Worlds where ``mask`` [N] is set start their episode: obstacles at their t = 0 positions."""
@@ -162,61 +202,83 @@ class Motion:
 
     def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
         """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
-        the positions [N, M, 2] before and after it. One masked pass: every slot's path point and, where
-        a layout may steer (bounce, crossing), its steered step, each slot taking its model's."""
-        before = self._before
+        the positions [N, M, 2] before and after it. Compiled where asked; where compiling fails (no
+        C++ compiler, an unsupported op) one warning, and the eager step from then on."""
+        if self._compiled is None:
+            return self._step(active, layout)
+        try:
+            if self.compile_s is not None:
+                return self._compiled(active, layout)
+            start = time.perf_counter()
+            out = self._compiled(active, layout)
+            self.compile_s = time.perf_counter() - start
+            return out
+        except Exception as err:  # the state is written after the compiled graph ran: nothing half-done
+            warnings.warn(
+                f"env.dynamic.compile_motion: compiling the motion step failed ({type(err).__name__}: "
+                f"{str(err)[:200]}); it runs eagerly",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._compiled = None
+            return self._step(active, layout)
+
+    def _step(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+        """``advance``, eager: one masked pass, every slot's path point (the layout's path geometry)
+        and, where a layout may steer (bounce, crossing), its steered step, each slot taking its
+        model's."""
+        before, mode = self._before, layout.mov_mode
         before.copy_(self.pos)
         self.t += self.dt * active
         since = self.t.unsqueeze(-1) - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
-        moved = (since > 0) & (active.unsqueeze(-1) & (layout.mov_mode != NONE))
+        moved = (since > 0) & (active.unsqueeze(-1) & (mode != NONE))
         s = layout.mov_phase + layout.mov_speed * since.clamp_min(0.0)
-        after = polyline_point(layout.mov_path, layout.mov_npts, s, layout.mov_mode == LOOP)
+        after = path_point(layout, s, mode == LOOP)
         m = moved.unsqueeze(-1)
         if self.modes & {BOUNCE, CROSSING}:
-            steered, vel, leg = self._steer(layout)
-            after = torch.where((layout.mov_mode >= BOUNCE).unsqueeze(-1), steered, after)
+            mode3 = mode.unsqueeze(-1)  # [N, M, 1]
+            steered, vel, leg = self._steer(layout, mode3)
+            after = torch.where(mode3 >= BOUNCE, steered, after)
             torch.where(m, vel, self.vel, out=self.vel)  # waiting obstacles keep theirs
             torch.where(moved, leg, self.leg, out=self.leg)
         torch.where(m, after, before, out=self.pos)
         return before, self.pos
 
-    def _nearest_surface(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gap [N, M] between each obstacle's bounding circle and the nearest static surface (walls
-        included; negative: overlapping) and the unit normal [N, M, 2] from that surface to the obstacle."""
-        dist, closest = nearest_obstacle(self.pos, layout, self.half_x, self.half_y)
-        away = self.pos - closest
-        return dist - bounding_radius(layout), away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
-
-    def _steer(self, layout: Layout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _steer(self, layout: Layout, mode: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The steered models' next positions [N, M, 2], velocities [N, M, 2] and legs [N, M], from one
         nearest-surface query (``advance`` writes them where the obstacles moved). ``bounce``:
         constant velocity, reflected off a static surface it touches
         while moving into it, then one step on, mirrored at the room's walls (exact: never beyond
         them). ``crossing``: towards the current goal, pushed off static surfaces within
         ``REPULSION_RANGE_M``, turning back on arrival or where the push cancels the walk (no
-        permanent stop). Slots of other models get values that ``advance`` does not take."""
-        mode, speed = layout.mov_mode, layout.mov_speed.unsqueeze(-1)
+        permanent stop). Slots of other models get values that ``advance`` does not take. Per-slot
+        values are kept [N, M, 1] (``mode`` too) so they broadcast against [N, M, 2] without a reshape
+        each."""
+        speed = layout.mov_speed.unsqueeze(-1)  # [N, M, 1]
         bounce, crossing = mode == BOUNCE, mode == CROSSING
-        gap, normal = self._nearest_surface(layout)
-        into = (self.vel * normal).sum(-1)
+        # The nearest static surface: gap between the bounding circle and it (< 0: overlapping) and the
+        # unit normal from it to the obstacle.
+        dist, closest = nearest_obstacle(self.pos, layout, self.half_x, self.half_y)
+        away = self.pos - closest
+        normal = away / away.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        gap = (dist - layout.mov_radius).unsqueeze(-1)
+        into = (self.vel * normal).sum(-1, keepdim=True)
         hit = (gap < 0) & (into < 0) & bounce
-        vel_b = torch.where(hit.unsqueeze(-1), self.vel - 2 * into.unsqueeze(-1) * normal, self.vel)
+        vel_b = torch.where(hit, self.vel - 2 * into * normal, self.vel)
         goal = torch.where(self.leg.unsqueeze(-1), layout.mov_path[:, :, 1], layout.mov_path[:, :, 0])
         to_goal = goal - self.pos
         desired = to_goal / to_goal.norm(dim=-1, keepdim=True).clamp_min(1e-9) * speed
-        push = (REPULSION_RANGE_M - gap.unsqueeze(-1)).clamp_min(
-            0.0
-        ) / REPULSION_RANGE_M  # 0 far, 1 at contact
+        push = (REPULSION_RANGE_M - gap).clamp_min(0.0) / REPULSION_RANGE_M  # 0 far, 1 at contact
         vel_c = desired + push * speed * normal
         vel_c = vel_c * (speed / vel_c.norm(dim=-1, keepdim=True).clamp_min(1e-9)).clamp_max(1.0)
-        vel = torch.where(crossing.unsqueeze(-1), vel_c, vel_b)
+        vel = torch.where(crossing, vel_c, vel_b)
         p = self.pos + vel * self.dt
         # Centre limits of a bouncing obstacle (a box's half-extents, a cylinder's radius); none for others.
-        lim = torch.where(bounce.unsqueeze(-1), self._half - layout.mov_size, float("inf"))
+        lim = torch.where(bounce, self._half - layout.mov_size, self._inf)
         over, under = p > lim, p < -lim
         speed_abs = vel.abs()
         vel = torch.where(over, -speed_abs, torch.where(under, speed_abs, vel))
         p = torch.where(over, 2 * lim - p, torch.where(under, -2 * lim - p, p))
-        arrived = (goal - p).norm(dim=-1) < ARRIVAL_M
-        stalled = vel_c.norm(dim=-1) < STALL_FRACTION * layout.mov_speed
-        return p, vel, self.leg ^ ((arrived | stalled) & crossing)
+        arrived = (goal - p).norm(dim=-1, keepdim=True) < ARRIVAL_M
+        stalled = vel_c.norm(dim=-1, keepdim=True) < STALL_FRACTION * speed
+        return p, vel, self.leg ^ ((arrived | stalled) & crossing).squeeze(-1)

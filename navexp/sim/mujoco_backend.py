@@ -30,7 +30,7 @@ import torch
 from mujoco import rollout
 
 from navexp.sim.base import SimSpec
-from navexp.sim.layout import Layout, slot_poses, slot_sizes
+from navexp.sim.layout import POSE_FIELDS, Layout, slot_poses, slot_sizes
 from navexp.sim.lidar import clamp_ranges
 from navexp.sim.scene import PARK_Z_M, build_model, slot_names
 
@@ -134,6 +134,10 @@ class MujocoSim:
         # The moving slots' x, y columns (the last M slots); sensordata[1:1 + M] flags their contacts.
         self._moving = self.spec.moving_slots
         self._moving_xy_cols = self._mocap_pos_cols[len(names) - self._moving :, :2].ravel()
+        self._substep_frac = (
+            torch.arange(1, self.decimation + 1, dtype=torch.float64) / self.decimation
+        ).view(1, -1, 1, 1)
+        """[1, D, 1, 1] how far through the control step each substep ends (k + 1) / D, made once."""
 
     def _alloc_rollout_buffers(self) -> None:
         """The rollouts' inputs and outputs per world: state, the control of every substep, the states
@@ -156,7 +160,7 @@ class MujocoSim:
         ids = ids_t.numpy()
         if ids.size == 0:
             return
-        sub = layout.index(ids_t)
+        sub = layout.index(ids_t, POSE_FIELDS)  # the fields posing and sizing the slots read
         hz = self.spec.obstacle_height_m / 2
         self.qpos[ids_t] = torch.cat((sub.robot_xy, sub.robot_yaw[:, None]), dim=1).float()
         self.qvel[ids_t] = 0.0
@@ -191,9 +195,8 @@ class MujocoSim:
         D sees them at ``start + (k + 1) / D * (end - start)`` (their mocap controls)."""
         if not self._moving:
             return
-        frac = torch.arange(1, self.decimation + 1, dtype=torch.float64) / self.decimation
         a, b = start.double()[:, None], end.double()[:, None]
-        xy = a + frac.view(1, -1, 1, 1) * (b - a)  # [N, D, M, 2]
+        xy = a + self._substep_frac * (b - a)  # [N, D, M, 2]
         self._control[:, :, self._moving_xy_cols] = xy.reshape(self.num_worlds, self.decimation, -1).numpy()
 
     # -- stepping ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import torch
 import yaml
 
 from navexp.sim.layout import Layout, nearest_obstacle
+from navexp.sim.motion import set_geometry
 from navexp.sim.moving_scenarios import (
     check_moving_keys,
     check_moving_start,
@@ -214,6 +215,7 @@ def load_scenarios(
             [finite_number(goal, "x", where + " goal"), finite_number(goal, "y", where + " goal")]
         )
         _place_obstacles(lay, i, e.get("obstacles") or [], where, slots, (half_x, half_y))
+    set_geometry(lay)  # the moving obstacles' path geometry, once per layout
     _check_free_space(file, lay, half_x, half_y, robot_radius_m)
     check_moving_start(file, lay, robot_radius_m)
     return lay

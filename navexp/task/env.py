@@ -151,7 +151,9 @@ class NavEnv(VecEnv):
         """The moving obstacles' motion (``env.dynamic``); None without moving slots."""
         if moving is not None:
             modes = moving.modes | self._scenario_modes()
-            self.motion = Motion(n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes)
+            self.motion = Motion(
+                n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes, moving.compile_motion
+            )
             self._mov_vel = torch.zeros(n, moving.slots, 2, device=dev)
             """[N, M, 2] the moving obstacles' velocities over the last control step (``moving_ttc``)."""
 

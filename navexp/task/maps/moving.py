@@ -12,12 +12,12 @@ goal they pass over is blocked only while one passes. The motion itself is navex
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from navexp.sim.layout import MAX_WAYPOINTS, Layout, obstacle_distance
+from navexp.sim.layout import MAX_WAYPOINTS, Layout, bounding_radii, obstacle_distance
 from navexp.sim.motion import (
     BACK_AND_FORTH,
     BOUNCE,
@@ -27,6 +27,7 @@ from navexp.sim.motion import (
     REPULSION_RANGE_M,
     bounding_radius,
     polyline_point,
+    set_geometry,
     start_position,
 )
 from navexp.task.checks import check, check_range
@@ -72,6 +73,9 @@ class DynamicCfg:
     """Weight of each motion model (loop | back_and_forth | bounce | crossing), >= 0, summing to > 0."""
     clearance_m: float = 0.5
     """Gap (m) between an obstacle at t = 0 and the robot's start and the goal, beyond both radii."""
+    compile_motion: bool = False
+    """``torch.compile`` the motion step (navexp.sim.motion.Motion): fused kernels instead of ~170 small
+    torch ops per control step, compiled on the first step; the eager step where compiling fails."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class MovingSpec:
     weights: tuple[float, ...]
     """Weight per model, in ``MODELS`` order."""
     clearance_m: float
+    compile_motion: bool = False
+    """Compile the motion step (``env.dynamic.compile_motion``)."""
 
     @property
     def slots(self) -> int:
@@ -117,6 +123,7 @@ class MovingSpec:
             start_delay_s=tuple(dyn.start_delay_s),
             weights=tuple(float(dyn.models.get(m, 0.0)) for m in MODELS),
             clearance_m=float(dyn.clearance_m),
+            compile_motion=bool(getattr(dyn, "compile_motion", False)),  # absent in older configs
         )
 
 
@@ -135,6 +142,8 @@ def check_dynamic_cfg(dyn: Any) -> None:
     check_range("dynamic.path_length_m", dyn.path_length_m, 1e-3)
     check_range("dynamic.start_delay_s", dyn.start_delay_s, 0.0)
     check(dyn.clearance_m >= 0, "dynamic.clearance_m", dyn.clearance_m, ">= 0")
+    compile_motion = getattr(dyn, "compile_motion", False)
+    check(isinstance(compile_motion, bool), "dynamic.compile_motion", compile_motion, "true | false")
     models = dict(dyn.models)
     unknown = sorted(set(models) - set(MODELS))
     check(not unknown, "dynamic.models", models, f"weights of {' | '.join(MODELS)} (unknown: {unknown})")
@@ -162,7 +171,7 @@ def add_moving(
     r = src.uniform((k, spec.cylinder_slots), *spec.cylinder_radius_m)
     half = src.uniform((k, spec.box_slots, 2), *spec.box_half_size_m)
     size = torch.cat((torch.stack((r, r), -1), half), dim=1)
-    bound = size.norm(dim=-1) * torch.where(is_box, 1.0, 2**-0.5)
+    bound = bounding_radii(size, is_box)
     mode = _draw_modes(spec, k, src)
     speed = src.uniform((k, m), *spec.speed_mps)
     lim = torch.tensor([half_x, half_y], device=dev) - size  # [K, M, 2] centre limits
@@ -178,9 +187,15 @@ def add_moving(
     moving.mov_vel, moving.mov_size, moving.mov_speed = take(vel), size, speed
     moving.mov_delay = src.uniform((k, m), *spec.start_delay_s)
     moving.mov_start = take(t0)
-    for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
-        setattr(lay, name, getattr(moving, name))
-    lay.mov_size, lay.mov_is_box, lay.mov_start = moving.mov_size, moving.mov_is_box, moving.mov_start
+    set_geometry(moving)  # the path geometry once per layout: a step reads it
+    _take_moving_fields(lay, moving)
+
+
+def _take_moving_fields(lay: Layout, moving: Layout) -> None:
+    """Set every moving-obstacle field (``mov_*``) of ``lay`` to ``moving``'s."""
+    for f in fields(Layout):
+        if f.name.startswith("mov_"):
+            setattr(lay, f.name, getattr(moving, f.name))
 
 
 def _pick(x: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
@@ -276,9 +291,7 @@ def with_moving_slots(lay: Layout, spec: MovingSpec | None) -> Layout:
     empty = Layout.empty(
         lay.num_worlds, 0, 0, lay.robot_xy.device, moving_slots=(spec.cylinder_slots, spec.box_slots)
     )
-    for name in ("mov_mode", "mov_path", "mov_npts", "mov_speed", "mov_delay", "mov_phase", "mov_vel"):
-        setattr(lay, name, getattr(empty, name))
-    lay.mov_size, lay.mov_is_box, lay.mov_start = empty.mov_size, empty.mov_is_box, empty.mov_start
+    _take_moving_fields(lay, empty)
     return lay
 
 
