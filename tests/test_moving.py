@@ -184,6 +184,32 @@ def test_time_to_contact_is_the_gap_over_the_closing_speed():
     assert ttc(still, vel2, mov_pos=two, radius=r.expand(1, 2), used=used.expand(1, 2)) == pytest.approx(2.5)
 
 
+def test_a_person_who_yields_stops_short_of_a_standing_robot_and_walks_on_when_it_leaves(
+    backend, scenario_file
+):
+    """``env.dynamic.yield_m=0.3``, the COLLIDE scenario: the 0.25 m person walks at the standing
+    robot from x = -2 at 1 m/s; the gap to the robot's edge, 1.55 - 0.1 k m after k steps, is 0.25 m
+    after step 13, below 0.3: it waits at x = -0.7 (no contact in 40 steps, where it touched at step
+    16 without yielding). The robot then drives off along +x and the person walks on behind it."""
+    env = build_env(
+        "env=dynamic",
+        backend,
+        "env.num_envs=2",
+        f"env.scenarios={scenario_file(COLLIDE)}",
+        "env.auto_reset=false",
+        "env.dynamic.yield_m=0.3",
+    )
+    still = torch.zeros(2, 3)
+    for _ in range(40):
+        env.step(still)
+    assert not bool(env.held[0])  # no contact
+    assert float(env.motion.pos[0, 0, 0]) == pytest.approx(-0.7, abs=1e-4)
+    away = torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    for _ in range(10):
+        env.step(away)
+    assert float(env.motion.pos[0, 0, 0]) > -0.5 and not bool(env.held[0])
+
+
 def test_the_moving_ttc_reward_reads_a_person_walking_at_the_robot(backend, scenario_file):
     """The COLLIDE scenario's world 0: the robot stands, the 0.25 m person walks at it from x = -2 at
     1 m/s; after k steps the gap is 2 - 0.1 k - 0.45 m, closing at 1 m/s: ttc = 1.55 - 0.1 k s, so
@@ -695,3 +721,12 @@ def test_compile_motion_takes_a_bool():
 
     with pytest.raises(ValueError, match=r"dynamic.compile_motion='yes' is invalid; allowed: true \| false"):
         check_dynamic_cfg(DynamicCfg(compile_motion="yes"))
+
+
+def test_yield_m_takes_a_gap_of_zero_or_more():
+    """env.dynamic.yield_m=-0.2 fails in one line naming the key, the value and what is allowed."""
+    env_err = r"dynamic.yield_m=-0.2 is invalid; allowed: >= 0 \(0: obstacles ignore the robot\)"
+    from navexp.task.maps.moving import DynamicCfg, check_dynamic_cfg
+
+    with pytest.raises(ValueError, match=env_err):
+        check_dynamic_cfg(DynamicCfg(yield_m=-0.2))

@@ -181,6 +181,11 @@ class Motion:
         """[N, M] a crossing agent walks towards mov_path[1] (True) or back to mov_path[0]."""
         self._half = torch.tensor([half_x, half_y], device=device)
         """The room's half sizes [2] (m), made once."""
+        self.travel = torch.zeros(num_worlds, slots, device=device)
+        """[N, M] seconds each obstacle has been under way or in its start delay (``t`` less the
+        steps it gave way); the clock of its path where obstacles yield (``yield_to``)."""
+        self.yield_m = 0.0
+        self.robot_radius_m = 0.0
         self._before = torch.zeros_like(self.pos)
         """The positions before the last step. Every tensor here is written in place, never re-bound,
         so a captured control step (``navexp.task.step_graph``) replays on the same memory."""
@@ -199,18 +204,30 @@ class Motion:
         torch.where(m2, layout.mov_vel, self.vel, out=self.vel)
         self.t.masked_fill_(mask, 0.0)
         self.leg |= mask.unsqueeze(-1)
+        if self.yield_m > 0:
+            self.travel.masked_fill_(mask.unsqueeze(-1), 0.0)
 
-    def advance(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    def yield_to(self, gap_m: float, robot_radius_m: float) -> None:
+        """Give way to the robot (``env.dynamic.yield_m``): an obstacle whose next step heads towards
+        the robot's centre while the gap between the robot's edge and its bounding circle is below
+        ``gap_m`` waits that step (a path-follower's clock stops, a steered one keeps its velocity and
+        leg). 0: obstacles ignore the robot."""
+        self.yield_m, self.robot_radius_m = float(gap_m), float(robot_radius_m)
+
+    def advance(
+        self, active: torch.Tensor, layout: Layout, robot_xy: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One control step of the worlds where ``active`` [N] is set (held worlds stand still); returns
         the positions [N, M, 2] before and after it. Compiled where asked; where compiling fails (no
-        C++ compiler, an unsupported op) one warning, and the eager step from then on."""
+        C++ compiler, an unsupported op) one warning, and the eager step from then on. ``robot_xy`` [N, 2]:
+        the robot's centre, read where obstacles yield to it."""
         if self._compiled is None:
-            return self._step(active, layout)
+            return self._step(active, layout, robot_xy)
         try:
             if self.compile_s is not None:
-                return self._compiled(active, layout)
+                return self._compiled(active, layout, robot_xy)
             start = time.perf_counter()
-            out = self._compiled(active, layout)
+            out = self._compiled(active, layout, robot_xy)
             self.compile_s = time.perf_counter() - start
             return out
         except Exception as err:  # the state is written after the compiled graph ran: nothing half-done
@@ -221,28 +238,45 @@ class Motion:
                 stacklevel=2,
             )
             self._compiled = None
-            return self._step(active, layout)
+            return self._step(active, layout, robot_xy)
 
-    def _step(self, active: torch.Tensor, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step(
+        self, active: torch.Tensor, layout: Layout, robot_xy: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``advance``, eager: one masked pass, every slot's path point (the layout's path geometry)
         and, where a layout may steer (bounce, crossing), its steered step, each slot taking its
         model's."""
         before, mode = self._before, layout.mov_mode
         before.copy_(self.pos)
         self.t += self.dt * active
-        since = self.t.unsqueeze(-1) - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
+        yields = self.yield_m > 0 and robot_xy is not None
+        clock = self.travel + self.dt * active.unsqueeze(-1) if yields else self.t.unsqueeze(-1)
+        since = clock - layout.mov_delay  # [N, M] s since each obstacle set off (< 0: not yet)
         moved = (since > 0) & (active.unsqueeze(-1) & (mode != NONE))
         s = layout.mov_phase + layout.mov_speed * since.clamp_min(0.0)
         after = path_point(layout, s, mode == LOOP)
-        m = moved.unsqueeze(-1)
+        steered = None
         if self.modes & {BOUNCE, CROSSING}:
             mode3 = mode.unsqueeze(-1)  # [N, M, 1]
             steered, vel, leg = self._steer(layout, mode3)
             after = torch.where(mode3 >= BOUNCE, steered, after)
+        if yields:
+            gives_way = moved & self._gives_way(after, robot_xy, layout)
+            moved = moved & ~gives_way
+            torch.where(gives_way, self.travel, clock, out=self.travel)
+        m = moved.unsqueeze(-1)
+        if steered is not None:
             torch.where(m, vel, self.vel, out=self.vel)  # waiting obstacles keep theirs
             torch.where(moved, leg, self.leg, out=self.leg)
         torch.where(m, after, before, out=self.pos)
         return before, self.pos
+
+    def _gives_way(self, after: torch.Tensor, robot_xy: torch.Tensor, layout: Layout) -> torch.Tensor:
+        """[N, M] obstacles whose step (from ``_before`` to ``after``) heads towards the robot while
+        the gap between the robot's edge and their bounding circle is below ``yield_m``."""
+        to_robot = robot_xy.unsqueeze(1) - self._before
+        gap = to_robot.norm(dim=-1) - self.robot_radius_m - layout.mov_radius
+        return (gap < self.yield_m) & (((after - self._before) * to_robot).sum(-1) > 0)
 
     def _steer(self, layout: Layout, mode: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The steered models' next positions [N, M, 2], velocities [N, M, 2] and legs [N, M], from one

@@ -154,6 +154,7 @@ class NavEnv(VecEnv):
             self.motion = Motion(
                 n, moving.slots, self.half_x, self.half_y, self.control_dt, dev, modes, moving.compile_motion
             )
+            self.motion.yield_to(moving.yield_m, self.dims.robot_radius_m)
             self._mov_vel = torch.zeros(n, moving.slots, 2, device=dev)
             """[N, M, 2] the moving obstacles' velocities over the last control step (``moving_ttc``)."""
 
@@ -226,7 +227,7 @@ class NavEnv(VecEnv):
         action_ok = self._process_actions(actions, active)
         self._write_ctrl(s.action)
         if self.motion is not None:
-            before, after = self.motion.advance(active, self.layout)
+            before, after = self.motion.advance(active, self.layout, s.pos_xy)
             self.sim.move_obstacles(before, after)
             if self.needs_moving_ttc:
                 self._mov_vel = (after - before) / self.control_dt

@@ -73,6 +73,10 @@ class DynamicCfg:
     """Weight of each motion model (loop | back_and_forth | bounce | crossing), >= 0, summing to > 0."""
     clearance_m: float = 0.5
     """Gap (m) between an obstacle at t = 0 and the robot's start and the goal, beyond both radii."""
+    yield_m: float = 0.0
+    """Obstacles that give way: one whose next step heads towards the robot while the gap between
+    their edges is below this (m) waits that step (a person or a cart with a safety scanner stopping
+    for the robot). 0: off, obstacles ignore the robot (CrowdNav's invisible robot)."""
     compile_motion: bool = False
     """``torch.compile`` the motion step (navexp.sim.motion.Motion): fused kernels instead of ~170 small
     torch ops per control step, compiled on the first step; the eager step where compiling fails."""
@@ -96,6 +100,8 @@ class MovingSpec:
     clearance_m: float
     compile_motion: bool = False
     """Compile the motion step (``env.dynamic.compile_motion``)."""
+    yield_m: float = 0.0
+    """Obstacles wait while the robot is this close ahead of them (``env.dynamic.yield_m``; 0: off)."""
 
     @property
     def slots(self) -> int:
@@ -124,6 +130,7 @@ class MovingSpec:
             weights=tuple(float(dyn.models.get(m, 0.0)) for m in MODELS),
             clearance_m=float(dyn.clearance_m),
             compile_motion=bool(getattr(dyn, "compile_motion", False)),  # absent in older configs
+            yield_m=float(getattr(dyn, "yield_m", 0.0)),
         )
 
 
@@ -142,6 +149,8 @@ def check_dynamic_cfg(dyn: Any) -> None:
     check_range("dynamic.path_length_m", dyn.path_length_m, 1e-3)
     check_range("dynamic.start_delay_s", dyn.start_delay_s, 0.0)
     check(dyn.clearance_m >= 0, "dynamic.clearance_m", dyn.clearance_m, ">= 0")
+    yield_m = getattr(dyn, "yield_m", 0.0)
+    check(yield_m >= 0, "dynamic.yield_m", yield_m, ">= 0 (0: obstacles ignore the robot)")
     compile_motion = getattr(dyn, "compile_motion", False)
     check(isinstance(compile_motion, bool), "dynamic.compile_motion", compile_motion, "true | false")
     models = dict(dyn.models)
