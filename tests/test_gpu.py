@@ -25,32 +25,50 @@ def _env(*overrides: str):
     return make_env(compose_config(["env.device=cuda:0", "env.sim.backend=warp", *overrides]))
 
 
-def test_the_control_step_is_a_cuda_graph_and_capture_does_not_advance_state(scenario_file):
-    """The first step() after build captures and launches once: 1.5 m/s forward for 0.1 s from rest
-    moves 0.15 m (+- 0.02), not 0.30 m; both graphs (physics, sense) exist afterwards."""
-    env = _env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
-    assert env.sim.graph_enabled
+def test_the_physics_and_lidar_graphs_capture_without_advancing_state(scenario_file):
+    """``env.sim.capture_step=false``: the simulator's own graphs. The first step() after build
+    captures and launches once: 1.5 m/s forward for 0.1 s from rest moves 0.15 m (+- 0.02), not
+    0.30 m; both graphs (physics, sense) exist afterwards."""
+    env = _env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}", "env.sim.capture_step=false")
+    assert env.sim.graph_enabled and env.step_graph is None
     env.step(FORWARD.repeat(2, 1).cuda())
     assert abs(env.state.pos_xy[1, 1].item() - 0.15) < 0.02
     assert set(env.sim._graphs) == {"physics", "sense"}
 
 
-def test_graph_and_eager_agree_over_100_steps():
-    """Same seed, same actions, graphs on and off: poses within 1e-5 m and the same episode ends."""
+def test_the_whole_step_is_one_graph_and_each_call_advances_one_step(scenario_file):
+    """The default (issue 47): the first step() runs eagerly, the second captures and replays the
+    whole step, the third replays: 0.15 m each at 1.5 m/s (+- 0.02), 0.45 m after three."""
+    env = _env("env.num_envs=2", f"env.scenarios={scenario_file(TWO_WORLDS)}")
+    assert env.step_graph is not None and not env.sim.graph_enabled
+    for k in range(3):
+        env.step(FORWARD.repeat(2, 1).cuda())
+        assert abs(env.state.pos_xy[1, 1].item() - 0.15 * (k + 1)) < 0.02 * (k + 1)
+    assert env.step_graph.graph is not None and env.step_graph.failed is None
 
-    def run(graph: bool):
-        env = _env("env.num_envs=64", f"env.sim.cuda_graph={str(graph).lower()}", "seed=3")
+
+@pytest.mark.parametrize("capture", ["step", "physics"])
+def test_graph_and_eager_agree_over_100_steps(capture):
+    """Same seed, same actions, a graph (the whole step, or physics and LiDAR) and none: poses within
+    1e-5 m, the same episode ends and rewards within 1e-5, with resets and pool top-ups on the way
+    (1 s episodes, a fault check every 10 steps)."""
+
+    def run(*overrides: str):
+        env = _env("env.num_envs=64", "env.episode_length_s=1.0", "env.check_every=10", "seed=3", *overrides)
         g = torch.Generator(device="cuda").manual_seed(0)
-        poses, dones = [], []
+        poses, dones, rewards = [], [], []
         for _ in range(100):
-            _, _, d, _ = env.step(torch.rand(64, 3, generator=g, device="cuda") * 2 - 1)
+            _, r, d, _ = env.step(torch.rand(64, 3, generator=g, device="cuda") * 2 - 1)
             poses.append(env.state.pos_xy.clone())
             dones.append(d.clone())
-        return torch.stack(poses), torch.stack(dones)
+            rewards.append(r.clone())
+        return torch.stack(poses), torch.stack(dones), torch.stack(rewards)
 
-    (p_graph, d_graph), (p_eager, d_eager) = run(True), run(False)
-    assert torch.equal(d_graph, d_eager)
-    assert (p_graph - p_eager).norm(dim=-1).max().item() < 1e-5
+    graph = run(f"env.sim.capture_step={str(capture == 'step').lower()}")
+    eager = run("env.sim.cuda_graph=false")
+    assert torch.equal(graph[1], eager[1])
+    assert (graph[0] - eager[0]).norm(dim=-1).max().item() < 1e-5
+    assert (graph[2] - eager[2]).abs().max().item() < 1e-5
 
 
 def test_no_host_sync_in_50_steps_under_cuda_sync_debug_mode():
@@ -59,7 +77,8 @@ def test_no_host_sync_in_50_steps_under_cuda_sync_debug_mode():
     env = _env("env.num_envs=256", "env.episode_length_s=1.0", "env.check_every=1000")
     g = torch.Generator(device="cuda").manual_seed(0)
     actions = [torch.rand(256, 3, generator=g, device="cuda") * 2 - 1 for _ in range(50)]
-    env.step(actions[0])  # capture outside the checked window
+    env.step(actions[0])  # the eager first step and the capture outside the checked window
+    env.step(actions[1])
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
