@@ -139,17 +139,19 @@ scenarios:
 """
 
 
+def collide_env(backend: str, scenario_file, *overrides: str):
+    """The COLLIDE scenario's two worlds, held at their episode's end (env=dynamic)."""
+    path = scenario_file(COLLIDE)
+    return build_env(
+        "env=dynamic", backend, "env.num_envs=2", f"env.scenarios={path}", "env.auto_reset=false", *overrides
+    )
+
+
 def test_contact_with_a_moving_obstacle_ends_as_moving_collision_apart_from_static(backend, scenario_file):
     """World 0: the robot stands at the origin, a 0.25 m person walks at it from 2 m at 1 m/s: contact
     once the gap 2 - 0.25 - 0.2 = 1.55 m is closed, at step 16 (1.6 s) -> ``moving_collision``. World
     1: the robot drives +x into a static box (face at x = 0.8) -> plain ``collision``."""
-    env = build_env(
-        "env=dynamic",
-        backend,
-        "env.num_envs=2",
-        f"env.scenarios={scenario_file(COLLIDE)}",
-        "env.auto_reset=false",
-    )
+    env = collide_env(backend, scenario_file)
     ends = {}
     for k in range(30):
         a = torch.tensor([[0.0, 0.0, 0.0], [0.6, 0.0, 0.0]])
@@ -191,14 +193,7 @@ def test_a_person_who_yields_stops_short_of_a_standing_robot_and_walks_on_when_i
     robot from x = -2 at 1 m/s; the gap to the robot's edge, 1.55 - 0.1 k m after k steps, is 0.25 m
     after step 13, below 0.3: it waits at x = -0.7 (no contact in 40 steps, where it touched at step
     16 without yielding). The robot then drives off along +x and the person walks on behind it."""
-    env = build_env(
-        "env=dynamic",
-        backend,
-        "env.num_envs=2",
-        f"env.scenarios={scenario_file(COLLIDE)}",
-        "env.auto_reset=false",
-        "env.dynamic.yield_m=0.3",
-    )
+    env = collide_env(backend, scenario_file, "env.dynamic.yield_m=0.3")
     still = torch.zeros(2, 3)
     for _ in range(40):
         env.step(still)
@@ -214,14 +209,7 @@ def test_the_moving_ttc_reward_reads_a_person_walking_at_the_robot(backend, scen
     """The COLLIDE scenario's world 0: the robot stands, the 0.25 m person walks at it from x = -2 at
     1 m/s; after k steps the gap is 2 - 0.1 k - 0.45 m, closing at 1 m/s: ttc = 1.55 - 0.1 k s, so
     ``moving_ttc`` (horizon 1 s) pays 0 until step 5 and 1 - (1.55 - 0.1 k) from step 6 (0.05)."""
-    env = build_env(
-        "env=dynamic",
-        backend,
-        "env.num_envs=2",
-        f"env.scenarios={scenario_file(COLLIDE)}",
-        "env.auto_reset=false",
-        "reward.terms.moving_ttc.weight=-2.0",
-    )
+    env = collide_env(backend, scenario_file, "reward.terms.moving_ttc.weight=-2.0")
     a = torch.zeros(2, 3)
     for k in range(1, 11):
         env.step(a)
