@@ -224,6 +224,21 @@ def test_shipped_suites_validate_against_the_default_config():
     ]
 
 
+def test_the_dynamic_suite_plays_the_random_room_whatever_the_run_trained_on():
+    """Every drawn entry of suite=dynamic sets the random room as its only map family, so a run of
+    the trap mix (recipe=dynamic) is scored on the same worlds as a run of env=dynamic: composed on
+    recipe=dynamic, each entry's env draws only 'random' layouts."""
+    from navexp.config.suites import entry_config, load_suite
+    from navexp.task.maps import FAMILIES
+
+    cfg = compose_config(["env.device=cpu", "recipe=dynamic"])
+    drawn = [e for e in load_suite("dynamic").entries if e.name != "doorway"]
+    assert len(drawn) == 4
+    for entry in drawn:
+        weights = dict(entry_config(cfg, entry).env.maps.weights)
+        assert weights == {f: float(f == "random") for f in FAMILIES}, (entry.name, weights)
+
+
 def test_eval_scalar_tags_per_entry_family_and_scenario():
     """Tags: Eval/<metric> for the main entry; with a suite Eval/<entry>/<metric>, plus
     Eval/<entry>/<family>/<metric> only for an entry mixing two families; without a suite a scenario
