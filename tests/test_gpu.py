@@ -47,25 +47,48 @@ def test_the_whole_step_is_one_graph_and_each_call_advances_one_step(scenario_fi
     assert env.step_graph.graph is not None and env.step_graph.failed is None
 
 
-@pytest.mark.parametrize("capture", ["step", "physics"])
-def test_graph_and_eager_agree_over_100_steps(capture):
+def test_observations_kept_across_a_replayed_step_stay_as_they_were():
+    """rsl_rl holds the observations it acted on until the next step has run: the third step (a replay)
+    must not rewrite the second's."""
+    env = _env("env.num_envs=16")
+    a = torch.rand(16, 3, device="cuda") * 2 - 1
+    env.step(a)
+    obs, *_ = env.step(a)  # the capture and first replay
+    kept = obs["policy"].clone()
+    new, *_ = env.step(-a)
+    assert torch.equal(obs["policy"], kept) and not torch.equal(new["policy"], kept)
+
+
+@pytest.mark.parametrize(
+    "capture, extra",
+    [
+        ("step", ()),
+        ("physics", ()),
+        ("step", ("env.lidar.range_noise_std_m=0.02", "env.lidar.latency_steps=2")),
+        ("step", ("recipe=dynamic", "env.episode_length_s=1.0")),
+    ],
+    ids=["step", "physics", "step_noisy_lidar", "step_moving_recipe"],
+)
+def test_graph_and_eager_agree_over_100_steps(capture, extra):
     """Same seed, same actions, a graph (the whole step, or physics and LiDAR) and none: poses within
     1e-5 m, the same episode ends and rewards within 1e-5, with resets and pool top-ups on the way
-    (1 s episodes, a fault check every 10 steps)."""
+    (1 s episodes, a fault check every 10 steps); the whole-step graph captured without a fallback."""
 
     def run(*overrides: str):
         env = _env("env.num_envs=64", "env.episode_length_s=1.0", "env.check_every=10", "seed=3", *overrides)
         g = torch.Generator(device="cuda").manual_seed(0)
         poses, dones, rewards = [], [], []
         for _ in range(100):
-            _, r, d, _ = env.step(torch.rand(64, 3, generator=g, device="cuda") * 2 - 1)
+            _, r, d, _ = env.step(torch.rand(64, env.num_actions, generator=g, device="cuda") * 2 - 1)
             poses.append(env.state.pos_xy.clone())
             dones.append(d.clone())
             rewards.append(r.clone())
+        if "env.sim.capture_step=true" in overrides:
+            assert env.step_graph.failed is None and env.step_graph.graph is not None
         return torch.stack(poses), torch.stack(dones), torch.stack(rewards)
 
-    graph = run(f"env.sim.capture_step={str(capture == 'step').lower()}")
-    eager = run("env.sim.cuda_graph=false")
+    graph = run(f"env.sim.capture_step={str(capture == 'step').lower()}", *extra)
+    eager = run("env.sim.cuda_graph=false", *extra)
     assert torch.equal(graph[1], eager[1])
     assert (graph[0] - eager[0]).norm(dim=-1).max().item() < 1e-5
     assert (graph[2] - eager[2]).abs().max().item() < 1e-5

@@ -230,7 +230,7 @@ class NavEnv(VecEnv):
             before, after = self.motion.advance(active, self.layout, s.pos_xy)
             self.sim.move_obstacles(before, after)
             if self.needs_moving_ttc:
-                self._mov_vel = (after - before) / self.control_dt
+                torch.sub(after, before, out=self._mov_vel).div_(self.control_dt)
         self.sim.step()
         s.prev_goal_dist.copy_(s.goal_dist)
         if self.needs_path:
@@ -304,8 +304,15 @@ class NavEnv(VecEnv):
         if not (wanted and getattr(self.sim, "graph_enabled", False)):
             return None
         self.sim.graph_enabled = False  # its kernels are recorded by the step's graph
+
+        def simulator_graphs() -> None:
+            self.sim.graph_enabled = True
+
         shape = (self.num_envs, self.num_actions)
-        return StepGraph(self._step_device, shape, self.device, lambda: self.layout_pool.generation)
+        generation = lambda: self.layout_pool.generation  # noqa: E731
+        return StepGraph(
+            self._step_device, shape, self.device, generation, (self.generator,), simulator_graphs
+        )
 
     def _scenario_modes(self) -> frozenset[int]:
         """The motion codes a scenario file's moving entries use (none without a file)."""

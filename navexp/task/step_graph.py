@@ -14,8 +14,10 @@ captured anew). ``navexp.analysis.replay_audit`` proves this on the CPU (tests/t
 the capture itself runs under the ``gpu`` marker (tests/test_gpu.py).
 
 The first call steps eagerly on a side stream (lazy initialisations stay out of the capture), the
-second captures and replays: each call advances the env exactly one step. The outputs are the
-graph's own tensors, overwritten by the next step (rsl_rl copies what it keeps).
+second captures and replays: each call advances the env exactly one step. The outputs are copies of
+the graph's tensors (a replay rewrites those; rsl_rl keeps the observations it acted on by reference).
+LiDAR noise draws from the env's generator, registered with the graph. Where the capture fails, one
+warning: the torch part runs eagerly and the simulator captures its own kernels again.
 """
 
 from __future__ import annotations
@@ -38,14 +40,23 @@ class StepGraph:
         actions_shape: tuple[int, int],
         device,
         generation: Callable[[], int],
+        generators: tuple[torch.Generator, ...] = (),
+        on_fail: Callable[[], None] | None = None,
     ):
         self.body = body
         self.generation = generation
         """``() -> int``: the memory version the graph depends on (``LayoutPool.generation``)."""
+        self.generators = generators
+        """CUDA generators the step draws from (the LiDAR noise): registered with the graph, so each
+        replay draws new numbers."""
+        self.on_fail = on_fail
+        """Called once when the capture fails (the simulator takes back its own graphs)."""
         self.actions = torch.zeros(actions_shape, device=device)
         """The graph's input: each call copies its actions here."""
         self.graph: torch.cuda.CUDAGraph | None = None
         self.outputs: tuple | None = None
+        self._warp_graph = None
+        """Warp's record of the capture: it keeps the modules and buffers the kernels use alive."""
         self._captured_at: int | None = None
         self._warm = False
         self.failed: str | None = None
@@ -57,45 +68,68 @@ class StepGraph:
             return self.body(self.actions)
         if not self._warm:
             self._warm = True
-            return self._side_stream(self.body)
+            return self._on_side_stream()
         if self.graph is None or self._captured_at != self.generation():
             if not self._capture():
                 return self.body(self.actions)
         self.graph.replay()
-        return self.outputs
+        return _copies(self.outputs)
 
-    def _side_stream(self, fn: Callable[[torch.Tensor], tuple]) -> tuple:
+    def _on_side_stream(self) -> tuple:
+        """The warm-up: the body on a new stream, torch's and Warp's work both on it."""
+        import warp as wp  # only on CUDA: the CPU path never gets here
+
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            out = fn(self.actions)
+        with torch.cuda.stream(stream), wp.ScopedStream(wp.stream_from_torch(stream)):
+            out = self.body(self.actions)
         torch.cuda.current_stream().wait_stream(stream)
         return out
 
     def _capture(self) -> bool:
         """Record the body (it does not run); False, with a warning, when the capture fails."""
-        import warp as wp  # only on CUDA: the CPU path never gets here
+        import warp as wp
 
         graph = torch.cuda.CUDAGraph()
+        for g in self.generators:
+            graph.register_generator_state(g)
         stream = torch.cuda.Stream()
+        wstream = wp.stream_from_torch(stream)
         enabled = gc.isenabled()
         gc.disable()  # a Warp object finalised mid-capture would record its free into the graph
         try:
             stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                wstream = wp.stream_from_torch(stream)
+            # Warp's stream is set before the capture opens: entering it waits on an event, which a
+            # capturing stream may not do on uncaptured work.
+            with (
+                wp.ScopedStream(wstream),
+                torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"),
+            ):
                 wp.capture_begin(stream=wstream, external=True, capture_mode=wp.CaptureMode.THREAD_LOCAL)
                 try:
-                    with wp.ScopedStream(wstream):
-                        outputs = self.body(self.actions)
+                    outputs = self.body(self.actions)
                 finally:
-                    wp.capture_end(stream=wstream)
+                    warp_graph = wp.capture_end(stream=wstream)
         except RuntimeError as err:
             self.failed = str(err).splitlines()[0] if str(err) else type(err).__name__
-            warnings.warn(f"capturing the whole step failed ({self.failed}); it runs eagerly", stacklevel=3)
+            warnings.warn(
+                f"capturing the whole step failed ({self.failed}); the torch part runs eagerly, the "
+                "simulator's kernels in their own graphs",
+                stacklevel=3,
+            )
+            if self.on_fail is not None:
+                self.on_fail()
             return False
         finally:
             if enabled:
                 gc.enable()
-        self.graph, self.outputs, self._captured_at = graph, outputs, self.generation()
+        self.graph, self.outputs, self._warp_graph = graph, outputs, warp_graph
+        self._captured_at = self.generation()
         return True
+
+
+def _copies(outputs: tuple) -> tuple:
+    """The step's outputs as tensors of their own: a replay rewrites the graph's, and rsl_rl keeps the
+    observations it acted on until the next step has run (``PPO.act`` holds them by reference)."""
+    obs, rewards, dones, extras = outputs
+    return obs.clone(), rewards.clone(), dones.clone(), {k: v.clone() for k, v in extras.items()}

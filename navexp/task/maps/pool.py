@@ -104,11 +104,13 @@ class LayoutPool:
         if len(parts) > 1:  # mix the families in the order worlds take them
             pool = pool.index(torch.randperm(pool.num_worlds, generator=self.generator, device=self.device))
         self._pool = pool
+        old_format = getattr(getattr(self, "rows", None), "format", None)
         self.rows = LayoutRows(pool)
         """The packing of the pool's layouts (the same for every refill of the same slot counts)."""
         packed = self.rows.pack(pool)
         old = getattr(self, "_pool_rows", None)
         fits = old is not None and old.dtype == packed.dtype and old.shape[1:] == packed.shape[1:]
+        fits = fits and old_format == self.rows.format  # the same fields at the same offsets
         if fits and len(old) >= len(packed):
             # Into the same memory: a captured step (navexp.task.step_graph) keeps taking from it.
             old[: len(packed)].copy_(packed)
