@@ -337,7 +337,9 @@ class NavEnv(VecEnv):
         """Move this step's action into ``state.action`` (the last one into ``prev_action``): clipped
         to [-1, 1], zero in held worlds and in rows with a NaN/inf; return the [N] bool of finite rows."""
         s = self.state
-        actions = actions.detach().to(self.device, torch.float32)
+        if actions.requires_grad:  # a check on the host, not an op: rsl_rl acts without gradients
+            actions = actions.detach()
+        actions = actions.to(self.device, torch.float32)
         finite = torch.isfinite(actions).all(dim=1) if self.check_finite else self._all_ok
         s.prev_action.copy_(s.action)
         torch.clamp(actions, -1.0, 1.0, out=s.action)
